@@ -1,0 +1,2 @@
+export * from "./block_id.ts";
+export * from "./layout.ts";

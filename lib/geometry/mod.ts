@@ -1,0 +1,2 @@
+export * from "./coordinate.ts";
+export * from "./roi.ts";

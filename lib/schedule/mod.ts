@@ -1,0 +1,3 @@
+export * from "./counters.ts";
+export * from "./ready_queue.ts";
+export * from "./scheduler.ts";
