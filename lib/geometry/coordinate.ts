@@ -20,7 +20,8 @@ export function ceilDiv(a: number, b: number): number {
 /** Euclidean remainder: always in `[0, b)` for positive `b`. */
 export function euclidMod(a: number, b: number): number {
   const r = a % b;
-  return r < 0 ? r + Math.abs(b) : r;
+  // `+ 0` turns the -0 of an exact negative multiple into +0.
+  return r < 0 ? r + Math.abs(b) : r + 0;
 }
 
 function sameDims(a: Coord, b: Coord, op: string): void {
