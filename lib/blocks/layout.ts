@@ -65,6 +65,7 @@ export class TaskLayout {
 
   private readonly levelPeriodStrides: readonly number[];
   private readonly scratch: number[];
+  private readonly idScratch: number[];
 
   constructor(spec: LayoutSpec) {
     const { totalRoi, readRoi, writeRoi } = spec;
@@ -126,6 +127,7 @@ export class TaskLayout {
     const maxIndex = this.gridShape.map((g, d) => Math.max(0, g - 1 + this.indexShift[d]!));
     this.bigIds = !numberIdsAreExact(maxIndex);
     this.scratch = new Array<number>(dims).fill(0);
+    this.idScratch = new Array<number>(dims).fill(0);
   }
 
   /** Grid coordinate (counted from the total write ROI) of a position. */
@@ -163,7 +165,9 @@ export class TaskLayout {
   }
 
   blockIdOf(position: number): BlockId {
-    const index = this.gridIndexOf(position);
+    // `gridIndexOf` without its fresh array: this runs for every block of every enumeration.
+    const index = this.coordsOf(position, this.idScratch);
+    for (let d = 0; d < this.dims; d++) index[d] = Math.max(0, index[d]! + this.indexShift[d]!);
     return this.bigIds ? cantorNumberBig(index) : cantorNumber(index);
   }
 

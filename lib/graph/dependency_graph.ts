@@ -16,6 +16,9 @@ export interface BlockRef {
 
 export type BlockVisitor = (task: number, position: number) => void;
 
+/** Lists up to this long are sorted by insertion (stable); longer ones by `Array.sort`. */
+const SMALL_SORT = 32;
+
 interface Scratch {
   coords: number[];
   boxCoords: number[];
@@ -37,8 +40,16 @@ function makeScratch(dims: number): Scratch {
 export class DependencyGraph {
   readonly dag: TaskDag;
   readonly layouts: readonly TaskLayout[];
-  private readonly visitScratch: Scratch;
+  private readonly dims: number;
+  /**
+   * One scratch per nesting depth of `forEachUpstream` / `forEachDownstream`: a visitor may
+   * query the graph again (an `onOrphaned` observer looking a block up), and the outer walk
+   * must not see its neighbour list or box overwritten.
+   */
+  private readonly visitScratch: Scratch[];
+  private visitDepth = 0;
   private readonly countScratch: Scratch;
+  private readonly sortIds: BlockId[] = [];
 
   constructor(dag: TaskDag, layouts: readonly TaskLayout[]) {
     this.dag = dag;
@@ -55,7 +66,8 @@ export class DependencyGraph {
       }
     });
     const dims = Math.max(1, ...layouts.map((l) => l.dims));
-    this.visitScratch = makeScratch(dims);
+    this.dims = dims;
+    this.visitScratch = [makeScratch(dims)];
     this.countScratch = makeScratch(dims);
   }
 
@@ -82,29 +94,48 @@ export class DependencyGraph {
 
   /** Same-task upstream first (conflict order), then each upstream task's box in row-major order. */
   forEachUpstream(task: number, position: number, visit: BlockVisitor): void {
-    const s = this.visitScratch;
-    const layout = this.layouts[task]!;
-    const n = layout.intraUpstream(position, s.neighbours);
-    for (let i = 0; i < n; i++) visit(task, s.neighbours[i]!);
-    for (const u of this.dag.upstream[task]!) {
-      const up = this.layouts[u]!;
-      if (upstreamBox(layout, position, up, s.coords, s.lo, s.hi)) {
-        forEachInBox(up, s.lo, s.hi, s.boxCoords, (p) => visit(u, p));
+    const s = this.enterVisit();
+    try {
+      const layout = this.layouts[task]!;
+      const n = layout.intraUpstream(position, s.neighbours);
+      for (let i = 0; i < n; i++) visit(task, s.neighbours[i]!);
+      for (const u of this.dag.upstream[task]!) {
+        const up = this.layouts[u]!;
+        if (upstreamBox(layout, position, up, s.coords, s.lo, s.hi)) {
+          forEachInBox(up, s.lo, s.hi, s.boxCoords, (p) => visit(u, p));
+        }
       }
+    } finally {
+      this.visitDepth--;
     }
   }
 
   forEachDownstream(task: number, position: number, visit: BlockVisitor): void {
-    const s = this.visitScratch;
-    const layout = this.layouts[task]!;
-    const n = layout.intraDownstream(position, s.neighbours);
-    for (let i = 0; i < n; i++) visit(task, s.neighbours[i]!);
-    for (const d of this.dag.downstream[task]!) {
-      const down = this.layouts[d]!;
-      if (downstreamBox(layout, position, down, s.coords, s.lo, s.hi)) {
-        forEachInBox(down, s.lo, s.hi, s.boxCoords, (p) => visit(d, p));
+    const s = this.enterVisit();
+    try {
+      const layout = this.layouts[task]!;
+      const n = layout.intraDownstream(position, s.neighbours);
+      for (let i = 0; i < n; i++) visit(task, s.neighbours[i]!);
+      for (const d of this.dag.downstream[task]!) {
+        const down = this.layouts[d]!;
+        if (downstreamBox(layout, position, down, s.coords, s.lo, s.hi)) {
+          forEachInBox(down, s.lo, s.hi, s.boxCoords, (p) => visit(d, p));
+        }
       }
+    } finally {
+      this.visitDepth--;
     }
+  }
+
+  /** The scratch of the next nesting depth; the caller decrements `visitDepth` when done. */
+  private enterVisit(): Scratch {
+    const depth = this.visitDepth++;
+    let s = this.visitScratch[depth];
+    if (s === undefined) {
+      s = makeScratch(this.dims);
+      this.visitScratch.push(s);
+    }
+    return s;
   }
 
   /** Upstream blocks sorted by block ID (stable), as daisy's scheduler lists them. */
@@ -125,10 +156,29 @@ export class DependencyGraph {
   }
 
   private sortById(refs: BlockRef[]): BlockRef[] {
-    if (refs.length < 2) return refs;
-    const keyed = refs.map((r) => ({ r, id: this.blockIdOf(r) }));
-    keyed.sort((a, b) => compareBlockIds(a.id, b.id));
-    return keyed.map((k) => k.r);
+    const n = refs.length;
+    if (n < 2) return refs;
+    if (n > SMALL_SORT) {
+      const keyed = refs.map((r) => ({ r, id: this.blockIdOf(r) }));
+      keyed.sort((a, b) => compareBlockIds(a.id, b.id));
+      return keyed.map((k) => k.r);
+    }
+    // Same-task lists have at most 2^dims entries: a stable insertion sort in place, keyed by a
+    // reused ID array, avoids the per-call key objects and closure.
+    const ids = this.sortIds;
+    for (let i = 0; i < n; i++) {
+      const ref = refs[i]!;
+      const id = this.blockIdOf(ref);
+      let j = i;
+      while (j > 0 && ids[j - 1]! > id) {
+        ids[j] = ids[j - 1]!;
+        refs[j] = refs[j - 1]!;
+        j--;
+      }
+      ids[j] = id;
+      refs[j] = ref;
+    }
+    return refs;
   }
 
   /**
