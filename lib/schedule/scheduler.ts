@@ -171,6 +171,19 @@ export class Scheduler {
   }
 
   /**
+   * Return a processing block to the back of its queue without spending an attempt: its
+   * worker was lost before it started the block, or the run is stopping.
+   */
+  requeue(task: number, position: number): boolean {
+    const c = this.counters[task]!;
+    if (!c.running) return false;
+    this.queues[task]!.push(position);
+    c.processing--;
+    c.ready++;
+    return true;
+  }
+
+  /**
    * Give up on a task (its workers kept crashing, or the run is being torn down): every block
    * not yet terminal is orphaned, and so is every task downstream of it.
    */

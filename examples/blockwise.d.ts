@@ -1,0 +1,151 @@
+/**
+ * Types for blockwise pipeline files (printed by `blockwise types`).
+ *
+ * Save this file next to your pipeline as blockwise.d.ts and import the types only; a pipeline
+ * needs nothing from blockwise at run time:
+ *
+ *   import type { Block, Pipeline, Task } from "./blockwise.d.ts";
+ *
+ *   export default {
+ *     tasks: [
+ *       {
+ *         id: "extract",
+ *         totalRoi: { offset: [0, 0, 0], shape: [512, 512, 512] },
+ *         readRoi: { offset: [-8, -8, -8], shape: [80, 80, 80] },
+ *         writeRoi: { offset: [0, 0, 0], shape: [64, 64, 64] },
+ *         process(block: Block) {
+ *           // read block.readRoi, write block.writeRoi
+ *         },
+ *       },
+ *     ],
+ *   } satisfies Pipeline;
+ */
+
+/** A region of interest: the half-open box [offset, offset + shape), one entry per axis. */
+export interface Roi {
+  /** Where the box starts on each axis, in voxels (integers, may be negative). */
+  offset: readonly number[];
+  /** The size of the box on each axis, in voxels (integers >= 1). */
+  shape: readonly number[];
+}
+
+/**
+ * How blocks at the upper border of totalRoi are handled (as in daisy):
+ * - "valid": only blocks whose read ROI lies entirely inside totalRoi (the default);
+ * - "overhang": also border blocks whose read ROI sticks out of totalRoi;
+ * - "shrink": border blocks are cropped to totalRoi (the block ID is that of the full block).
+ */
+export type Fit = "valid" | "overhang" | "shrink";
+
+/** The block handed to process and check. */
+export interface Block {
+  /** The id of the task the block belongs to. */
+  readonly taskId: string;
+  /** daisy's block ID (a bigint only when the grid's IDs exceed 2^53). */
+  readonly id: number | bigint;
+  /** The grid index the ID is computed from, one entry per axis (anchored at totalRoi). */
+  readonly index: readonly number[];
+  /** The region this block may read: its write ROI plus the context around it. */
+  readonly readRoi: Roi;
+  /** The region this block writes. Write ROIs of a task's blocks never overlap. */
+  readonly writeRoi: Roi;
+  /** 1 for the first attempt, 2 for the first retry, and so on. */
+  readonly attempt: number;
+}
+
+/**
+ * Which blocks to skip in this run, one cell per block (nonzero skips), in C order over the
+ * block grid anchored at the total write ROI: a mask file path, the cells themselves, or the
+ * cells with their grid shape.
+ */
+export type SkipMask = string | ArrayLike<number> | {
+  data: ArrayLike<number>;
+  shape: readonly number[];
+};
+
+/**
+ * One task of a pipeline: a total ROI cut into blocks, and either a process function (run in
+ * Web Workers) or a command (one program run per block). Context is what setup returns and
+ * process receives; write Task<MyContext> to type it.
+ */
+export interface Task<Context = unknown> {
+  /**
+   * Unique name of the task: letters, digits, ".", "_" and "-", not starting with "__". It
+   * names the task's tracking store directory.
+   */
+  id: string;
+  /** The whole region the task reads. Blocks tile it by the write ROI's shape. */
+  totalRoi: Roi;
+  /**
+   * Template read ROI of one block: only its shape and its offset relative to writeRoi matter.
+   * It must contain writeRoi; the margin around writeRoi is the block's context.
+   */
+  readRoi: Roi;
+  /** Template write ROI of one block. Its shape is the tiling stride. */
+  writeRoi: Roi;
+  /** Border handling; default "valid". */
+  fit?: Fit;
+  /**
+   * Whether blocks whose read ROI overlaps a neighbour's write ROI must not run at the same
+   * time (the neighbour runs first); default true, as in daisy.
+   */
+  readWriteConflict?: boolean;
+  /** Workers (Web Workers, or concurrent commands) this task may use at once; default 1. */
+  maxWorkers?: number;
+  /** Retries of a failed block before it fails for good; default 2 (3 attempts in all). */
+  maxRetries?: number;
+  /**
+   * Crashed or timed-out workers that may be replaced before the task is abandoned; default 10.
+   */
+  maxWorkerRestarts?: number;
+  /** Time limit per block attempt, in seconds (a positive number); default none. */
+  timeout?: number;
+  /**
+   * Resources one worker of this task holds, checked against the run's --resources budget,
+   * e.g. { cpu: 1, gpu: 1 }; default {}.
+   */
+  requires?: Record<string, number>;
+  /**
+   * Ids of the tasks this task reads from; default []. A block waits for every upstream block
+   * whose write ROI overlaps its read ROI. Linked tasks must have the same number of axes.
+   */
+  upstream?: readonly string[];
+  /**
+   * Processes one block, in a Web Worker; may be async. Throwing fails this attempt (it is
+   * retried up to maxRetries). context is what setup returned (undefined without setup).
+   * Give exactly one of process and command.
+   */
+  process?(block: Block, context: Context): unknown;
+  /** Runs once per worker before its first block; its result is handed to process. */
+  setup?(): Context | Promise<Context>;
+  /**
+   * A program to run per block instead of process: argv, the program first. These
+   * placeholders are replaced in every argument (vectors are joined by commas, e.g. "0,64,128"):
+   *   {task_id} {block_id} {index} {read_offset} {read_shape} {write_offset} {write_shape}
+   * The program also gets the environment variables BLOCKWISE_TASK_ID, BLOCKWISE_BLOCK_ID,
+   * BLOCKWISE_INDEX, BLOCKWISE_READ_OFFSET, BLOCKWISE_READ_SHAPE, BLOCKWISE_WRITE_OFFSET,
+   * BLOCKWISE_WRITE_SHAPE and BLOCKWISE_ATTEMPT. A nonzero exit status fails the attempt.
+   * Example: ["python3", "export.py", "--offset", "{write_offset}", "--shape", "{write_shape}"].
+   */
+  command?: readonly string[];
+  /**
+   * Runs in the scheduler before a block is handed out (after the done marker and the skip
+   * mask); returning true marks the block done without running it.
+   */
+  check?(block: Block): boolean | Promise<boolean>;
+  /**
+   * Where to keep this task's tracking store (done markers, failures): a directory path, or
+   * false to disable tracking for this task. Default: follow the run's --tracking-dir.
+   */
+  tracking?: string | false;
+  /** Record per-block wall/CPU time, memory and I/O; default: follow --resource-tracking. */
+  resourceTracking?: boolean;
+  /** Blocks to skip in this run; default none. See SkipMask. */
+  skipMask?: SkipMask;
+}
+
+/** What a pipeline file exports by default. */
+export interface Pipeline {
+  /** The tasks, in any order; dependencies come from each task's upstream list. */
+  tasks: readonly Task[];
+}

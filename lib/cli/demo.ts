@@ -1,0 +1,30 @@
+/** `blockwise demo [--dir DIR]`: the built-in pipeline on generated data. */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { describeDemoOutputs } from "../demo/demo_pipeline.ts";
+import { validatePipeline } from "../pipeline/mod.ts";
+import { embeddedModuleUrl } from "../runtime/mod.ts";
+import { runPipeline } from "./run.ts";
+
+export interface DemoOptions {
+  readonly dir: string;
+  readonly serial?: boolean;
+}
+
+export async function demoCommand(options: DemoOptions): Promise<number> {
+  const dir = path.resolve(options.dir);
+  fs.mkdirSync(dir, { recursive: true });
+  process.env.BLOCKWISE_DEMO_DIR = dir;
+  const url = embeddedModuleUrl("lib/demo/demo_module.ts");
+  const module = await import(url.href) as { default: unknown };
+  const pipeline = validatePipeline(module.default, fileURLToPath(url));
+  process.stderr.write(`Running the demo pipeline in ${dir}\n`);
+  const code = await runPipeline(pipeline, { serial: options.serial === true });
+  process.stdout.write(
+    `\nDemo outputs:\n${describeDemoOutputs(dir).map((l) => `  ${l}`).join("\n")}\n`,
+  );
+  return code;
+}

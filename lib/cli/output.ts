@@ -1,0 +1,53 @@
+/**
+ * Writing command output: large outputs (`plan --blocks` of a million blocks) go out in chunks
+ * with backpressure, and a closed pipe (`blockwise plan --blocks | head`) ends quietly.
+ */
+
+import process from "node:process";
+
+export class OutputClosed extends Error {
+  override readonly name = "OutputClosed";
+}
+
+export class LineWriter {
+  private buffer: string[] = [];
+  private size = 0;
+  private closed = false;
+
+  constructor(
+    private readonly stream: NodeJS.WritableStream = process.stdout,
+    private readonly chunkChars = 1 << 16,
+  ) {
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "EPIPE") this.closed = true;
+      else throw error;
+    });
+  }
+
+  async line(text: string): Promise<void> {
+    this.buffer.push(text);
+    this.size += text.length + 1;
+    if (this.size >= this.chunkChars) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    if (this.closed) throw new OutputClosed("output closed");
+    if (this.buffer.length === 0) return;
+    const chunk = this.buffer.join("\n") + "\n";
+    this.buffer = [];
+    this.size = 0;
+    const stream = this.stream;
+    if (!stream.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          stream.off("drain", done);
+          stream.off("close", done);
+          resolve();
+        };
+        stream.on("drain", done);
+        stream.on("close", done);
+      });
+    }
+    if (this.closed) throw new OutputClosed("output closed");
+  }
+}

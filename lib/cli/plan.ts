@@ -1,0 +1,149 @@
+/**
+ * `blockwise plan PIPELINE [--json] [--blocks]`: what a run would do, without running anything.
+ */
+
+import { blockIdToJson, type TaskLayout } from "../blocks/mod.ts";
+import { roiToJson, roiToString } from "../geometry/mod.ts";
+import { buildPipelineGraph } from "../execute/mod.ts";
+import type { DependencyGraph } from "../graph/mod.ts";
+import { loadPipeline } from "../pipeline/mod.ts";
+import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
+import { formatCount, formatShape, formatTable } from "../report/table.ts";
+import { LineWriter } from "./output.ts";
+
+export interface PlanOptions {
+  readonly json?: boolean;
+  readonly blocks?: boolean;
+}
+
+export interface TaskPlan {
+  readonly task: string;
+  readonly blocks: number;
+  readonly levels: number;
+  readonly block_grid_shape: readonly number[];
+  readonly tracking_grid_shape: readonly number[];
+  readonly fit: string;
+  readonly read_write_conflict: boolean;
+  readonly upstream: readonly string[];
+  readonly total_write_roi: { offset: number[]; shape: number[] };
+  readonly warnings: readonly string[];
+}
+
+export function taskPlan(task: TaskConfig, layout: TaskLayout): TaskPlan {
+  return {
+    task: task.id,
+    blocks: layout.blockCount,
+    levels: layout.blockCount === 0 ? 0 : layout.levelCount,
+    block_grid_shape: layout.gridShape,
+    tracking_grid_shape: layout.trackingShape,
+    fit: layout.fit,
+    read_write_conflict: layout.readWriteConflict,
+    upstream: task.upstream,
+    total_write_roi: roiToJson(layout.totalWriteRoi),
+    warnings: layoutWarnings(task, layout),
+  };
+}
+
+function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
+  if (layout.blockCount > 0) return [];
+  const w = layout.writeRoi.shape;
+  const t = layout.totalWriteRoi.shape;
+  const axis = t.findIndex((s, d) => layout.fit === "valid" ? s < w[d]! : s <= 0);
+  return [
+    `Task "${task.id}" has no blocks: its total write ROI ${
+      roiToString(layout.totalWriteRoi)
+    } is smaller than one write block (${formatShape(w)}) on axis ${axis}` +
+    (layout.fit === "valid" ? `; use fit "shrink" or "overhang" to keep a partial block` : ""),
+  ];
+}
+
+export async function planCommand(file: string, options: PlanOptions): Promise<void> {
+  const pipeline = await loadPipeline(file);
+  const graph = buildPipelineGraph(pipeline);
+  const out = new LineWriter();
+  if (options.blocks) {
+    await writeBlocks(pipeline, graph, options.json === true, out);
+  } else if (options.json) {
+    const tasks = graph.dag.order.map((t) => taskPlan(pipeline.tasks[t]!, graph.layouts[t]!));
+    await out.line(JSON.stringify({ pipeline: pipeline.path, tasks }, null, 2));
+  } else {
+    for (const line of planSummary(pipeline, graph)) await out.line(line);
+  }
+  await out.flush();
+}
+
+export function planSummary(pipeline: PipelineConfig, graph: DependencyGraph): string[] {
+  const plans = graph.dag.order.map((t) => taskPlan(pipeline.tasks[t]!, graph.layouts[t]!));
+  const total = plans.reduce((n, p) => n + p.blocks, 0);
+  const lines = [
+    `Pipeline ${pipeline.path}`,
+    `${plans.length} task${plans.length === 1 ? "" : "s"}, ${formatCount(total)} blocks`,
+    "",
+    formatTable(
+      [
+        { header: "task" },
+        { header: "blocks", align: "right" },
+        { header: "levels", align: "right" },
+        { header: "block grid" },
+        { header: "tracking grid" },
+        { header: "fit" },
+        { header: "upstream" },
+      ],
+      plans.map((p) => [
+        p.task,
+        formatCount(p.blocks),
+        String(p.levels),
+        formatShape(p.block_grid_shape),
+        formatShape(p.tracking_grid_shape),
+        p.fit + (p.read_write_conflict ? "" : " (no conflicts)"),
+        p.upstream.length === 0 ? "-" : p.upstream.join(", "),
+      ]),
+    ),
+  ];
+  const warnings = plans.flatMap((p) => p.warnings);
+  if (warnings.length > 0) lines.push("", ...warnings.map((w) => `warning: ${w}`));
+  return lines;
+}
+
+async function writeBlocks(
+  pipeline: PipelineConfig,
+  graph: DependencyGraph,
+  json: boolean,
+  out: LineWriter,
+): Promise<void> {
+  for (const t of graph.dag.order) {
+    const task = pipeline.tasks[t]!;
+    const layout = graph.layouts[t]!;
+    for (const position of layout.allPositions()) {
+      const upstream = graph.upstreamOf(t, position).map((r) => ({
+        task: pipeline.tasks[r.task]!.id,
+        id: graph.blockIdOf(r),
+      }));
+      const id = layout.blockIdOf(position);
+      const index = layout.gridIndexOf(position);
+      const level = layout.levelOf(position);
+      const read = layout.readRoiOf(position);
+      const write = layout.writeRoiOf(position);
+      if (json) {
+        await out.line(JSON.stringify({
+          task: task.id,
+          id: blockIdToJson(id),
+          index,
+          level,
+          read_roi: roiToJson(read),
+          write_roi: roiToJson(write),
+          upstream: upstream.map((u) => ({ task: u.task, id: blockIdToJson(u.id) })),
+        }));
+      } else {
+        const deps = upstream.length === 0
+          ? "-"
+          : upstream.map((u) => `${u.task}/${u.id}`).join(" ");
+        await out.line(
+          `${task.id}/${id}  index (${index.join(", ")})  level ${level}  read ${
+            roiToString(read)
+          }  write ${roiToString(write)}  upstream ${deps}`,
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,125 @@
+/** The command line: commander wiring and the one place errors become exit codes. */
+
+import process from "node:process";
+import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { VERSION } from "../version.ts";
+import { exitCodeForError } from "./exit_codes.ts";
+import { OutputClosed } from "./output.ts";
+import { planCommand } from "./plan.ts";
+import { runCommand, type RunCommandOptions } from "./run.ts";
+import { parseResources } from "../schedule/mod.ts";
+import { InputError } from "../errors.ts";
+import { demoCommand } from "./demo.ts";
+import { typesCommand } from "./types.ts";
+
+export function buildProgram(setExitCode: (code: number) => void): Command {
+  const program = new Command("blockwise")
+    .description(
+      "Resumable blockwise task scheduler for huge n-dimensional volumes.\n" +
+        "Tiles each task's volume into blocks, runs them respecting their dependencies, and keeps a per-block ledger so a killed run resumes where it stopped.",
+    )
+    .version(VERSION, "-V, --version", "print the blockwise version")
+    .showHelpAfterError("(run with --help for usage)")
+    .configureOutput({ outputError: (text, write) => write(text) });
+
+  const sub = (name: string): Command =>
+    program.command(name).version(VERSION, "-V, --version", "print the blockwise version");
+
+  sub("plan")
+    .description("show what a run would do: tasks, block counts, levels and grids")
+    .argument("<pipeline>", "pipeline file (.ts or .js) whose default export lists the tasks")
+    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .option("--blocks", "list every block with its ROIs, level and upstream blocks")
+    .action(async (pipeline: string, opts: { json?: boolean; blocks?: boolean }) => {
+      await planCommand(pipeline, opts);
+    });
+
+  sub("run")
+    .description("run every block of a pipeline")
+    .argument("<pipeline>", "pipeline file (.ts or .js) whose default export lists the tasks")
+    .option("--serial", "run every block in the main thread, one at a time (for debugging)")
+    .option(
+      "--resources <list>",
+      "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires)",
+      parseResourcesOption,
+    )
+    .option("--events <file>", "append one JSON object per line for every state change")
+    .option("--no-progress", "no progress bars or periodic progress lines")
+    .option(
+      "--progress-interval <seconds>",
+      "seconds between progress lines when stderr is not a terminal",
+      parsePositiveNumber,
+    )
+    .option(
+      "--log-dir <dir>",
+      "write worker output to <dir>/<task>/worker_<n>.out|.err instead of the terminal",
+    )
+    .option(
+      "--grace <seconds>",
+      "after SIGINT/SIGTERM, how long blocks in flight may finish",
+      parsePositiveNumber,
+    )
+    .action(async (pipeline: string, opts: RunCommandOptions) => {
+      setExitCode(await runCommand(pipeline, opts));
+    });
+
+  sub("demo")
+    .description("run a built-in three-task pipeline on a generated 3-D volume")
+    .option("--dir <dir>", "where to write the demo's data", "blockwise-demo")
+    .option("--serial", "run the demo in the main thread")
+    .action(async (opts: { dir: string; serial?: boolean }) => {
+      setExitCode(await demoCommand(opts));
+    });
+
+  sub("types")
+    .description("print TypeScript declarations for pipeline files (save as blockwise.d.ts)")
+    .action(() => typesCommand());
+
+  program.exitOverride();
+  for (const c of program.commands) c.exitOverride();
+  return program;
+}
+
+/** Parse the arguments, run the command and return the process exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  let code = 0;
+  const program = buildProgram((c) => (code = c));
+  try {
+    await program.parseAsync([...argv]);
+    return code;
+  } catch (error) {
+    if (error instanceof OutputClosed) return code;
+    if (error instanceof CommanderError) {
+      // Help and version exit 0; commander already printed its message.
+      return exitCodeForError(error) ?? 2;
+    }
+    const mapped = exitCodeForError(error);
+    if (mapped === null) {
+      process.stderr.write(
+        `blockwise: internal error (please report it): ${
+          error instanceof Error ? error.stack ?? error.message : String(error)
+        }\n`,
+      );
+      return 70;
+    }
+    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+    return mapped;
+  }
+}
+
+function parseResourcesOption(value: string): Record<string, number> {
+  try {
+    return parseResources(value);
+  } catch (error) {
+    if (error instanceof InputError) throw new InvalidArgumentError(error.message);
+    throw error;
+  }
+}
+
+function parsePositiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) {
+    throw new InvalidArgumentError(`expected a positive number of seconds, got "${value}"`);
+  }
+  return n;
+}

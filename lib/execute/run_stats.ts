@@ -1,0 +1,99 @@
+/**
+ * Run statistics for the resource-utilisation table and `runs.jsonl`: per task, block
+ * durations (mean and least-squares slope over completion order, as daisy reports them), CPU,
+ * workers spawned and the peak of concurrently alive workers; per worker, its lifetime.
+ */
+
+export class DurationTrend {
+  private n = 0;
+  private sumX = 0;
+  private sumY = 0;
+  private sumXY = 0;
+  private sumXX = 0;
+
+  add(seconds: number): void {
+    const x = this.n++;
+    const y = seconds * 1000;
+    this.sumX += x;
+    this.sumY += y;
+    this.sumXY += x * y;
+    this.sumXX += x * x;
+  }
+
+  get count(): number {
+    return this.n;
+  }
+
+  /** Mean block time in ms. */
+  get meanMs(): number {
+    return this.n === 0 ? 0 : this.sumY / this.n;
+  }
+
+  /** Change of block time per block, in ms (ordinary least squares); 0 below two blocks. */
+  get slopeMs(): number {
+    if (this.n < 2) return 0;
+    const denominator = this.n * this.sumXX - this.sumX * this.sumX;
+    return denominator === 0 ? 0 : (this.n * this.sumXY - this.sumX * this.sumY) / denominator;
+  }
+
+  get totalSeconds(): number {
+    return this.sumY / 1000;
+  }
+}
+
+export interface WorkerStats {
+  readonly workerId: number;
+  readonly taskId: string;
+  readonly startedAt: number;
+  endedAt: number;
+  blocks: number;
+  failedBlocks: number;
+  cpuSeconds: number;
+  exit: "clean" | "crashed" | "killed" | "running";
+  reason?: string;
+}
+
+export class TaskStats {
+  readonly durations = new DurationTrend();
+  cpuSeconds = 0;
+  workersSpawned = 0;
+  restarts = 0;
+  workerFailures = 0;
+  alive = 0;
+  maxConcurrent = 0;
+  firstStart = Number.NaN;
+  lastEnd = Number.NaN;
+
+  workerStarted(now: number): void {
+    this.workersSpawned++;
+    this.alive++;
+    this.maxConcurrent = Math.max(this.maxConcurrent, this.alive);
+    if (Number.isNaN(this.firstStart)) this.firstStart = now;
+  }
+
+  workerEnded(now: number): void {
+    this.alive--;
+    this.lastEnd = now;
+  }
+}
+
+export interface UtilizationReport {
+  readonly wallSeconds: number;
+  readonly processCpuSeconds: number;
+  readonly peakRssBytes: number;
+  readonly ioReadBytes: number;
+  readonly ioWriteBytes: number;
+  readonly tasks: readonly {
+    readonly id: string;
+    readonly blocks: number;
+    readonly workersSpawned: number;
+    readonly maxConcurrent: number;
+    readonly restarts: number;
+    readonly meanMs: number;
+    readonly slopeMs: number;
+    readonly busySeconds: number;
+    readonly cpuSeconds: number;
+    readonly wallSeconds: number;
+  }[];
+  readonly workers: readonly WorkerStats[];
+}

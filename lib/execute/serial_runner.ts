@@ -1,0 +1,135 @@
+/**
+ * `blockwise run --serial`: every block in the main thread, one at a time, in dependency
+ * order. Unlike daisy's serial mode this is not fail-fast: a failing block is retried up to
+ * `maxRetries` and then failed with its downstream orphaned, exactly as in a parallel run, so the
+ * two modes give the same counters. `setup` runs once per task, before its first block.
+ */
+
+import { Scheduler } from "../schedule/mod.ts";
+import type { DependencyGraph } from "../graph/mod.ts";
+import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
+import { makeBlock } from "./block.ts";
+import { runCommandBlock } from "./command_block.ts";
+import {
+  type BlockFailure,
+  errorParts,
+  type RunObserver,
+  type RunResult,
+  type StopReason,
+  type TaskResult,
+} from "./run_types.ts";
+
+export interface SerialRunOptions {
+  readonly observer?: RunObserver;
+  /** Checked between blocks; when it reports a reason the run stops and reports it. */
+  readonly stopRequested?: () => StopReason | null;
+}
+
+export async function runSerial(
+  pipeline: PipelineConfig,
+  graph: DependencyGraph,
+  options: SerialRunOptions = {},
+): Promise<RunResult> {
+  const started = performance.now();
+  const observer = options.observer ?? {};
+  const tasks = pipeline.tasks;
+  const scheduler = new Scheduler(graph, tasks.map((t) => ({ maxRetries: t.maxRetries })));
+  const order = graph.dag.order;
+  const snapshots = (): TaskResult[] =>
+    order.map((t) => ({ id: tasks[t]!.id, counters: scheduler.snapshot(t) }));
+  const failures: BlockFailure[] = [];
+  const contexts = new Map<number, unknown>();
+  let stoppedBy: StopReason | null = null;
+
+  observer.runStarted?.(snapshots());
+
+  const contextOf = async (t: number, task: TaskConfig): Promise<unknown> => {
+    if (!contexts.has(t)) contexts.set(t, task.setup === null ? undefined : await task.setup());
+    return contexts.get(t);
+  };
+
+  while (!scheduler.isFinished()) {
+    stoppedBy = options.stopRequested?.() ?? null;
+    if (stoppedBy !== null) break;
+    let ran = false;
+    for (const t of order) {
+      const position = scheduler.acquire(t);
+      if (position < 0) continue;
+      ran = true;
+      const task = tasks[t]!;
+      const layout = graph.layouts[t]!;
+      const block = makeBlock(task.id, layout, position, scheduler.attemptOf(t, position));
+      if (
+        task.check !== null &&
+        await checkSaysDone(task, block.id, () => task.check!(block), observer)
+      ) {
+        scheduler.succeed(t, position, "checked");
+        break;
+      }
+      let context: unknown;
+      try {
+        context = await contextOf(t, task);
+      } catch (error) {
+        const { message } = errorParts(error);
+        scheduler.fail(t, position);
+        scheduler.abandon(t, `setup failed: ${message}`);
+        observer.notice?.(`Task "${task.id}": setup failed, task abandoned: ${message}`);
+        break;
+      }
+      try {
+        if (task.process !== null) await task.process(block, context);
+        else await runCommandBlock(task.command!, block);
+        scheduler.succeed(t, position);
+      } catch (error) {
+        const outcome = scheduler.fail(t, position);
+        const failure: BlockFailure = {
+          taskId: task.id,
+          blockId: block.id,
+          index: block.index,
+          attempt: block.attempt,
+          ...errorParts(error),
+          permanent: outcome === "failed",
+        };
+        if (failure.permanent) failures.push(failure);
+        observer.blockFailed?.(failure);
+      }
+      break;
+    }
+    observer.progress?.(snapshots());
+    if (!ran && scheduler.isStalled()) {
+      throw new Error(
+        `Internal error: no block is ready or running but tasks are unfinished: ${
+          JSON.stringify(snapshots())
+        }`,
+      );
+    }
+  }
+  if (stoppedBy === null) scheduler.assertBalanced();
+  const result: RunResult = {
+    tasks: snapshots(),
+    failures,
+    seconds: (performance.now() - started) / 1000,
+    stoppedBy,
+  };
+  observer.runFinished?.(result);
+  return result;
+}
+
+/** A `check` that throws or returns anything but `true` means "run the block". */
+async function checkSaysDone(
+  task: TaskConfig,
+  blockId: unknown,
+  check: () => boolean | Promise<boolean>,
+  observer: RunObserver,
+): Promise<boolean> {
+  try {
+    return (await check()) === true;
+  } catch (error) {
+    observer.notice?.(
+      `Task "${task.id}": check threw for block ${String(blockId)}, running the block: ${
+        errorParts(error).message
+      }`,
+    );
+    return false;
+  }
+}

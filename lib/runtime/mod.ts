@@ -1,0 +1,4 @@
+export * from "./detect.ts";
+export * from "./usage.ts";
+export * from "./worker_spawn.ts";
+export * from "./mmap.ts";
