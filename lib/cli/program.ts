@@ -1,7 +1,7 @@
 /** The command line: commander wiring and the one place errors become exit codes. */
 
 import process from "node:process";
-import { Command, CommanderError, InvalidArgumentError } from "commander";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { VERSION } from "../version.ts";
 import { exitCodeForError } from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
@@ -54,6 +54,20 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "--log-dir <dir>",
       "write worker output to <dir>/<task>/worker_<n>.out|.err instead of the terminal",
     )
+    .option(
+      "--tracking-dir <dir>",
+      "keep a resumable per-block ledger for every task at <dir>/<task id>",
+    )
+    .option(
+      "--resource-tracking",
+      "also record per-block wall/CPU time, peak RSS and I/O in the ledger",
+    )
+    .addOption(
+      new Option("--tracking-io <mode>", "how tracking stores are read and written")
+        .choices(["auto", "mmap", "fs"])
+        .default("auto"),
+    )
+    .option("--verbose", "say which tracking store and I/O adapter each task uses")
     .option(
       "--grace <seconds>",
       "after SIGINT/SIGTERM, how long blocks in flight may finish",

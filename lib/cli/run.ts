@@ -2,6 +2,7 @@
 
 import process from "node:process";
 import {
+  type BlockRecorder,
   buildPipelineGraph,
   type RunObserver,
   runParallel,
@@ -17,6 +18,9 @@ import { formatExecutionSummary } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
 import type { Resources } from "../schedule/mod.ts";
 import { exitCodeForOutcome, type RunOutcome } from "./exit_codes.ts";
+import { TrackingSession } from "../tracking/mod.ts";
+import { usageFromFigures } from "../execute/worker_protocol.ts";
+import type { MmapKind } from "../runtime/mod.ts";
 import { installStopSwitch } from "./signals.ts";
 
 export interface RunCommandOptions {
@@ -28,6 +32,10 @@ export interface RunCommandOptions {
   readonly logDir?: string;
   readonly grace?: number;
   readonly progressInterval?: number;
+  readonly trackingDir?: string;
+  readonly resourceTracking?: boolean;
+  readonly trackingIo?: "auto" | "mmap" | "fs";
+  readonly verbose?: boolean;
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
@@ -54,26 +62,69 @@ export async function runPipeline(
     color,
   });
   const observer = combineObservers(console.observer, events);
+  let tracking: TrackingSession;
+  try {
+    tracking = await TrackingSession.open(pipeline, graph.layouts, {
+      trackingDir: options.trackingDir ?? null,
+      resourceTracking: options.resourceTracking === true,
+      mmap: mmapKindFor(options.trackingIo ?? "auto"),
+      onNotice: (message) => observer.notice?.(message),
+    });
+  } catch (error) {
+    console.close();
+    events?.close();
+    throw error;
+  }
+  if (options.verbose === true) {
+    for (let t = 0; t < pipeline.tasks.length; t++) {
+      const store = tracking.store(t);
+      if (store !== null) {
+        observer.notice?.(
+          `Task "${pipeline.tasks[t]!.id}": tracking store ${store.path} (${store.mmapKind}${
+            store.created ? ", created" : ""
+          }${store.resourceTracking ? ", resource tracking" : ""})`,
+        );
+      }
+    }
+  }
   const stop = installStopSwitch(() => {
+    tracking.close(null, null);
     console.close();
     events?.close();
   });
+  const recorder: BlockRecorder = {
+    succeeded: (t, p, sent, returned, worker, figures) =>
+      tracking.succeeded(t, p, sent, returned, worker, usageFromFigures(figures)),
+    failed: (t, p, sent, returned, worker, figures) =>
+      tracking.failed(t, p, sent, returned, worker, usageFromFigures(figures)),
+  };
+  const common = {
+    observer,
+    recorder,
+    precheck: (t: number) => tracking.precheck(t),
+    alreadyDone: (t: number) => tracking.fullyDone(t),
+  };
   let result: RunResult;
   try {
     result = options.serial === true
-      ? await runSerial(pipeline, graph, { observer, stopRequested: stop.reason })
+      ? await runSerial(pipeline, graph, { ...common, stopRequested: stop.reason })
       : await runParallel(pipeline, graph, {
-        observer,
+        ...common,
         resources: options.resources ?? null,
         onStopRequest: stop.onStop,
+        measure: (t) => tracking.measures(t),
         ...(options.grace === undefined ? {} : { graceSeconds: options.grace }),
         output: console.output,
       });
+  } catch (error) {
+    tracking.close(null, null);
+    throw error;
   } finally {
     stop.dispose();
     console.close();
   }
   const code = exitCodeForOutcome(outcomeOf(result));
+  tracking.close(result, code);
   events?.finish(result, code);
   events?.close();
   // The utilisation table first, so the summary's verdict is the last line on the terminal.
@@ -114,4 +165,12 @@ function combineObservers(...observers: (RunObserver | null)[]): RunObserver {
     notice: (message) => list.forEach((o) => o.notice?.(message)),
     runFinished: (result) => list.forEach((o) => o.runFinished?.(result)),
   };
+}
+
+function mmapKindFor(mode: "auto" | "mmap" | "fs"): MmapKind | "auto" {
+  if (mode === "fs") return "fs";
+  if (mode === "mmap") {
+    return (globalThis as { Bun?: unknown }).Bun !== undefined ? "bun-ffi" : "deno-ffi";
+  }
+  return "auto";
 }

@@ -13,7 +13,8 @@
 
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
-import { ResourceBudget, type Resources, Scheduler } from "../schedule/mod.ts";
+import { ResourceBudget, type Resources, Scheduler, type SkipReason } from "../schedule/mod.ts";
+import { schedulerOptions } from "./serial_runner.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
 import { makeBlock } from "./block.ts";
 import { CommandExecutor } from "./command_executor.ts";
@@ -63,9 +64,9 @@ export interface ParallelRunOptions {
   /** Measure CPU, RSS and I/O per block. */
   readonly measure?: (task: number) => boolean;
   /** Pre-check per task (done marker, skip mask), run on the main thread. */
-  readonly precheck?: (
-    task: number,
-  ) => ((position: number) => "done" | "masked" | null) | undefined;
+  readonly precheck?: (task: number) => ((position: number) => SkipReason | null) | undefined;
+  /** Tasks whose every block is done already (a fully resumed task). */
+  readonly alreadyDone?: (task: number) => boolean;
   /** Register for stop requests (signals); the run stops dispatching and drains. */
   readonly onStopRequest?: (listener: (reason: StopReason) => void) => void;
   /** Seconds in-flight blocks get to finish after a stop request before workers are killed. */
@@ -131,15 +132,7 @@ class ParallelRun implements ExecutorEvents {
     this.maxWindow = options.maxInFlight ?? MAX_WINDOW;
     this.budget = new ResourceBudget(options.resources ?? null);
     for (const task of pipeline.tasks) this.budget.checkFits(task.id, task.requires);
-    this.scheduler = new Scheduler(
-      graph,
-      pipeline.tasks.map((t, i) => {
-        const precheck = options.precheck?.(i);
-        return precheck === undefined
-          ? { maxRetries: t.maxRetries }
-          : { maxRetries: t.maxRetries, precheck };
-      }),
-    );
+    this.scheduler = new Scheduler(graph, schedulerOptions(pipeline, options));
     this.tasks = pipeline.tasks.map((config) => ({
       config,
       stats: new TaskStats(),

@@ -5,7 +5,8 @@
  * two modes give the same counters. `setup` runs once per task, before its first block.
  */
 
-import { Scheduler } from "../schedule/mod.ts";
+import { Scheduler, type SchedulerTaskOptions, type SkipReason } from "../schedule/mod.ts";
+import type { BlockRecorder } from "./parallel_runner.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { makeBlock } from "./block.ts";
@@ -21,6 +22,11 @@ import {
 
 export interface SerialRunOptions {
   readonly observer?: RunObserver;
+  readonly recorder?: BlockRecorder;
+  /** Done-marker (and skip-mask) pre-check per task. */
+  readonly precheck?: (task: number) => ((position: number) => SkipReason | null) | undefined;
+  /** Tasks whose every block is done already (a fully resumed task). */
+  readonly alreadyDone?: (task: number) => boolean;
   /** Checked between blocks; when it reports a reason the run stops and reports it. */
   readonly stopRequested?: () => StopReason | null;
 }
@@ -33,7 +39,7 @@ export async function runSerial(
   const started = performance.now();
   const observer = options.observer ?? {};
   const tasks = pipeline.tasks;
-  const scheduler = new Scheduler(graph, tasks.map((t) => ({ maxRetries: t.maxRetries })));
+  const scheduler = new Scheduler(graph, schedulerOptions(pipeline, options));
   const order = graph.dag.order;
   const snapshots = (): TaskResult[] =>
     order.map((t) => ({ id: tasks[t]!.id, counters: scheduler.snapshot(t) }));
@@ -76,11 +82,15 @@ export async function runSerial(
         observer.notice?.(`Task "${task.id}": setup failed, task abandoned: ${message}`);
         break;
       }
+      const sentAt = Date.now();
       try {
         if (task.process !== null) await task.process(block, context);
         else await runCommandBlock(task.command!, block);
-        scheduler.succeed(t, position);
+        if (scheduler.succeed(t, position)) {
+          options.recorder?.succeeded?.(t, position, sentAt, Date.now(), -1, null);
+        }
       } catch (error) {
+        options.recorder?.failed?.(t, position, sentAt, Date.now(), -1, null);
         const outcome = scheduler.fail(t, position);
         const failure: BlockFailure = {
           taskId: task.id,
@@ -132,4 +142,22 @@ async function checkSaysDone(
     );
     return false;
   }
+}
+
+/** Scheduler options shared by the serial and parallel runners. */
+export function schedulerOptions(
+  pipeline: PipelineConfig,
+  options: {
+    readonly precheck?: (task: number) => ((position: number) => SkipReason | null) | undefined;
+    readonly alreadyDone?: (task: number) => boolean;
+  },
+): SchedulerTaskOptions[] {
+  return pipeline.tasks.map((t, i) => {
+    const precheck = options.precheck?.(i);
+    return {
+      maxRetries: t.maxRetries,
+      ...(precheck === undefined ? {} : { precheck }),
+      ...(options.alreadyDone?.(i) === true ? { alreadyDone: true } : {}),
+    };
+  });
 }

@@ -63,6 +63,26 @@ export const enum Usage {
   FinishedAt = 5,
 }
 
+/** Per-block figures measured by a worker (resource tracking). */
+export interface BlockUsage {
+  readonly wallSeconds: number;
+  readonly cpuSeconds: number;
+  readonly peakRssBytes: number;
+  readonly ioReadBytes: number;
+  readonly ioWriteBytes: number;
+}
+
+export function usageFromFigures(figures: ArrayLike<number> | null): BlockUsage | null {
+  if (figures === null || figures.length < USAGE_FIELDS) return null;
+  return {
+    wallSeconds: figures[Usage.WallSeconds]!,
+    cpuSeconds: figures[Usage.CpuSeconds]!,
+    peakRssBytes: figures[Usage.PeakRssBytes]!,
+    ioReadBytes: figures[Usage.IoReadBytes]!,
+    ioWriteBytes: figures[Usage.IoWriteBytes]!,
+  };
+}
+
 export interface ResultsMessage {
   readonly kind: "results";
   /** Positions that succeeded, in completion order. */

@@ -39,6 +39,7 @@ function makeScratch(dims: number): Scratch {
 
 export class DependencyGraph {
   readonly dag: TaskDag;
+  private readonly satisfied = new Set<number>();
   readonly layouts: readonly TaskLayout[];
   private readonly dims: number;
   /**
@@ -75,8 +76,21 @@ export class DependencyGraph {
     return this.layouts.length;
   }
 
+  /** No upstream task still has blocks to run: its blocks start without waiting. */
   isRoot(task: number): boolean {
-    return this.dag.upstream[task]!.length === 0;
+    return this.dag.upstream[task]!.every((u) => this.satisfied.has(u));
+  }
+
+  /**
+   * Treat every block of a task as already succeeded before the run (a fully resumed task):
+   * its downstream blocks stop counting it among their upstream blocks.
+   */
+  markSatisfied(task: number): void {
+    this.satisfied.add(task);
+  }
+
+  isSatisfied(task: number): boolean {
+    return this.satisfied.has(task);
   }
 
   /** How many blocks (of any task) the block directly depends on. */
@@ -85,6 +99,7 @@ export class DependencyGraph {
     const layout = this.layouts[task]!;
     let n = layout.intraUpstreamCount(position);
     for (const u of this.dag.upstream[task]!) {
+      if (this.satisfied.has(u)) continue;
       if (upstreamBox(layout, position, this.layouts[u]!, s.coords, s.lo, s.hi)) {
         n += boxSize(s.lo, s.hi, layout.dims);
       }

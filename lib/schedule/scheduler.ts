@@ -21,6 +21,11 @@ export type SkipReason = "done" | "masked" | "checked";
 export interface SchedulerTaskOptions {
   /** Extra attempts after the first failure. */
   readonly maxRetries: number;
+  /**
+   * Every block is already done (a fully resumed task): the task starts done, all blocks
+   * counted as skipped, and no block of it is ever handed out.
+   */
+  readonly alreadyDone?: boolean;
   /** Cheap synchronous pre-check (done marker, then skip mask); null means run the block. */
   readonly precheck?: (position: number) => SkipReason | null;
 }
@@ -65,7 +70,21 @@ export class Scheduler {
     this.orphaned = [];
     this.retries = [];
     for (let t = 0; t < n; t++) {
+      if (options[t]!.alreadyDone === true) graph.markSatisfied(t);
+    }
+    for (let t = 0; t < n; t++) {
       const layout = graph.layouts[t]!;
+      if (options[t]!.alreadyDone === true) {
+        const c = new TaskCounters(layout.blockCount, 0);
+        c.completed = c.skipped = layout.blockCount;
+        c.started = layout.blockCount > 0;
+        this.counters.push(c);
+        this.queues.push(new ReadyQueue(null));
+        this.pending.push(new Map());
+        this.orphaned.push(new Set());
+        this.retries.push(new Map());
+        continue;
+      }
       const initial = layout.blockCount === 0 ? 0 : graph.initialCount(t);
       this.counters.push(new TaskCounters(layout.blockCount, initial));
       this.queues.push(new ReadyQueue(initial === 0 ? null : graph.initialPositions(t)));

@@ -1,0 +1,276 @@
+/**
+ * The tracking stores of one run: which tasks have one (opt-in exactly as seed 000 says), the
+ * lock on each, the pre-check and the recorder the run loop calls, periodic flushes, and the
+ * `runs.jsonl` record at the end.
+ */
+
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import process from "node:process";
+import { randomUUID } from "node:crypto";
+import type { TaskLayout } from "../blocks/mod.ts";
+import type { PipelineConfig } from "../pipeline/spec.ts";
+import type { MmapKind } from "../runtime/mod.ts";
+import type { RunResult } from "../execute/run_types.ts";
+import { VERSION } from "../version.ts";
+import { acquireStoreLock, type StoreLock } from "./lock.ts";
+import { appendRunRecord } from "./runs_log.ts";
+import { TrackingStore } from "./store.ts";
+import type { BlockUsage } from "../execute/worker_protocol.ts";
+import { StoreError } from "../errors.ts";
+
+export interface TrackingOptions {
+  /** `--tracking-dir`: stores at `<dir>/<task id>` for tasks without their own setting. */
+  readonly trackingDir: string | null;
+  /** `--resource-tracking`: for tasks that do not set `resourceTracking`. */
+  readonly resourceTracking: boolean;
+  readonly mmap?: MmapKind | "auto";
+  readonly command?: string;
+  readonly onNotice?: (message: string) => void;
+  /** Milliseconds between flushes (msync or fs write-back). */
+  readonly flushIntervalMs?: number;
+}
+
+/** Where a task's store lives, or null when the task is not tracked. */
+export function resolveTrackingPath(
+  pipeline: PipelineConfig,
+  task: number,
+  trackingDir: string | null,
+): string | null {
+  const config = pipeline.tasks[task]!;
+  if (config.tracking === false) return null;
+  if (typeof config.tracking === "string") {
+    return path.resolve(path.dirname(pipeline.path), config.tracking);
+  }
+  return trackingDir === null ? null : path.join(path.resolve(trackingDir), config.id);
+}
+
+interface Tracked {
+  readonly store: TrackingStore;
+  readonly lock: StoreLock;
+  readonly doneAtStart: number;
+}
+
+export class TrackingSession {
+  private readonly tracked: (Tracked | null)[];
+  private readonly layouts: readonly TaskLayout[];
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private readonly runId = randomUUID();
+  private readonly startedAt = new Date();
+  private closed = false;
+
+  private constructor(
+    private readonly pipeline: PipelineConfig,
+    layouts: readonly TaskLayout[],
+    tracked: (Tracked | null)[],
+    private readonly options: TrackingOptions,
+  ) {
+    this.layouts = layouts;
+    this.tracked = tracked;
+  }
+
+  /** Open (or create) and lock every task's store; refuses with StoreError, releasing all. */
+  static async open(
+    pipeline: PipelineConfig,
+    layouts: readonly TaskLayout[],
+    options: TrackingOptions,
+  ): Promise<TrackingSession> {
+    const tracked: (Tracked | null)[] = [];
+    const seen = new Map<string, string>();
+    try {
+      for (let t = 0; t < pipeline.tasks.length; t++) {
+        const task = pipeline.tasks[t]!;
+        const dir = resolveTrackingPath(pipeline, t, options.trackingDir);
+        if (dir === null) {
+          tracked.push(null);
+          continue;
+        }
+        const other = seen.get(dir);
+        if (other !== undefined) {
+          throw new StoreError(
+            `Tasks "${other}" and "${task.id}" would share the tracking store ${dir}; give each task its own tracking path`,
+            dir,
+          );
+        }
+        seen.set(dir, task.id);
+        const openStore = () =>
+          TrackingStore.open(dir, {
+            taskId: task.id,
+            layout: layouts[t]!,
+            resourceTracking: task.resourceTracking ?? options.resourceTracking,
+            ...(options.mmap === undefined ? {} : { mmap: options.mmap }),
+          });
+        const lockStore = () =>
+          acquireStoreLock(dir, {
+            command: options.command ?? process.argv.slice(1).join(" "),
+            ...(options.onNotice === undefined ? {} : { onNotice: options.onNotice }),
+          });
+        // An existing store is locked before it is read or changed; a new one is created
+        // (atomically, by rename) and then locked.
+        let lock: StoreLock | null = fs.existsSync(path.join(dir, "zarr.json"))
+          ? lockStore()
+          : null;
+        let store: TrackingStore | null = null;
+        try {
+          store = await openStore();
+          lock ??= lockStore();
+        } catch (error) {
+          store?.close();
+          lock?.release();
+          throw error;
+        }
+        tracked.push({ store, lock, doneAtStart: store.doneBlocks() });
+      }
+    } catch (error) {
+      for (const t of tracked) {
+        t?.store.close();
+        t?.lock.release();
+      }
+      throw error;
+    }
+    const session = new TrackingSession(pipeline, layouts, tracked, options);
+    session.announceResumes();
+    session.timer = setInterval(() => session.flush(), options.flushIntervalMs ?? 2000);
+    return session;
+  }
+
+  store(task: number): TrackingStore | null {
+    return this.tracked[task]?.store ?? null;
+  }
+
+  /** Every block of the task was done before the run started. */
+  fullyDone(task: number): boolean {
+    const t = this.tracked[task];
+    return t !== null && t !== undefined && t.doneAtStart === this.layouts[task]!.blockCount &&
+      t.doneAtStart > 0;
+  }
+
+  /** The done-marker pre-check for a task, or undefined when it is not tracked. */
+  precheck(task: number): ((position: number) => "done" | null) | undefined {
+    const store = this.store(task);
+    if (store === null) return undefined;
+    const layout = this.layouts[task]!;
+    const done = store.done;
+    return (position) => {
+      const cell = layout.trackingCellOf(position);
+      return cell >= 0 && done[cell] === 1 ? "done" : null;
+    };
+  }
+
+  measures(task: number): boolean {
+    return this.store(task)?.resourceTracking ?? false;
+  }
+
+  /** A block succeeded: its done byte is set only now. */
+  succeeded(
+    task: number,
+    position: number,
+    sentAt: number,
+    returnedAt: number,
+    workerId: number,
+    usage: BlockUsage | null,
+  ): void {
+    const store = this.store(task);
+    if (store === null) return;
+    const cell = this.layouts[task]!.trackingCellOf(position);
+    if (cell < 0) return;
+    store.recordBlock(cell, sentAt, returnedAt, workerId, usage);
+    store.markDone(cell);
+  }
+
+  /** An attempt failed: counted in `failures`, kept across runs. */
+  failed(
+    task: number,
+    position: number,
+    sentAt: number,
+    returnedAt: number,
+    workerId: number,
+    usage: BlockUsage | null,
+  ): void {
+    const store = this.store(task);
+    if (store === null) return;
+    const cell = this.layouts[task]!.trackingCellOf(position);
+    if (cell < 0) return;
+    store.addFailure(cell);
+    store.recordBlock(cell, sentAt, returnedAt, workerId, usage);
+  }
+
+  flush(): void {
+    for (const t of this.tracked) t?.store.flush();
+  }
+
+  /** Flush, close and unlock every store; append the run record when the run finished. */
+  close(result: RunResult | null, exitCode: number | null): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    for (let t = 0; t < this.tracked.length; t++) {
+      const tracked = this.tracked[t];
+      if (tracked === null || tracked === undefined) continue;
+      try {
+        tracked.store.flush();
+        appendRunRecord(tracked.store.path, this.runRecord(t, result, exitCode));
+      } finally {
+        tracked.store.close();
+        tracked.lock.release();
+      }
+    }
+  }
+
+  private announceResumes(): void {
+    for (let t = 0; t < this.tracked.length; t++) {
+      const tracked = this.tracked[t];
+      if (tracked === null || tracked === undefined || tracked.doneAtStart === 0) continue;
+      const total = this.layouts[t]!.blockCount;
+      this.options.onNotice?.(
+        `Task "${
+          this.pipeline.tasks[t]!.id
+        }": resumed, ${tracked.doneAtStart}/${total} blocks already done in ${tracked.store.path} (blockwise reset ${tracked.store.path} reprocesses them)`,
+      );
+    }
+  }
+
+  private runRecord(
+    task: number,
+    result: RunResult | null,
+    exitCode: number | null,
+  ): Record<string, unknown> {
+    const id = this.pipeline.tasks[task]!.id;
+    const counters = result?.tasks.find((r) => r.id === id)?.counters;
+    const utilization = result?.utilization;
+    const ended = new Date();
+    return {
+      kind: "run",
+      run_id: this.runId,
+      task: id,
+      started_at: this.startedAt.toISOString(),
+      ended_at: ended.toISOString(),
+      seconds: (ended.getTime() - this.startedAt.getTime()) / 1000,
+      outcome: result === null
+        ? "aborted"
+        : result.stoppedBy !== null
+        ? "interrupted"
+        : counters !== undefined && counters.completed === counters.total
+        ? "complete"
+        : "incomplete",
+      stopped_by: result?.stoppedBy ?? null,
+      exit_code: exitCode,
+      blockwise_version: VERSION,
+      host: os.hostname(),
+      pid: process.pid,
+      pipeline: this.pipeline.path,
+      done_at_start: this.tracked[task]?.doneAtStart ?? 0,
+      blocks: counters === undefined ? null : {
+        total: counters.total,
+        completed: counters.completed,
+        skipped: counters.skipped,
+        failed: counters.failed,
+        orphaned: counters.orphaned,
+        failed_attempts: counters.failedAttempts,
+      },
+      aggregates: utilization?.tasks.find((t) => t.id === id) ?? null,
+      workers: utilization?.workers.filter((w) => w.taskId === id) ?? [],
+    };
+  }
+}

@@ -1,0 +1,515 @@
+/**
+ * The tracking store's write lock (lib/tracking/lock.ts): one writer per store, refusals that
+ * name the holder, stale locks taken over with a notice, including a holder in another process
+ * of this runtime that is killed with SIGKILL.
+ */
+
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { StoreError } from "../lib/errors.ts";
+import { runtimeName } from "../lib/runtime/detect.ts";
+import {
+  acquireStoreLock,
+  CORRUPT_STALE_MS,
+  GUARD_STALE_MS,
+  inspectStoreLock,
+  isHolderAlive,
+  LOCK_FILE,
+  type LockHolder,
+  readStoreLock,
+} from "../lib/tracking/lock.ts";
+
+const HOLD_FIXTURE = fileURLToPath(new URL("./fixtures/lock/hold_lock.ts", import.meta.url));
+const FILL_FIXTURE = fileURLToPath(new URL("./fixtures/lock/fill_lock.ts", import.meta.url));
+const HOST = os.hostname();
+
+let root = "";
+let counter = 0;
+before(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-lock-"));
+});
+after(() => {
+  if (root !== "") fs.rmSync(root, { recursive: true, force: true });
+});
+
+/** A fresh store folder (created) for one test. */
+function storeDir(): string {
+  const dir = path.join(root, `store-${++counter}`);
+  fs.mkdirSync(dir);
+  return dir;
+}
+
+function lockFile(dir: string): string {
+  return path.join(dir, LOCK_FILE);
+}
+
+function writeHolder(dir: string, holder: LockHolder): string {
+  const raw = JSON.stringify(holder);
+  fs.writeFileSync(lockFile(dir), raw);
+  return raw;
+}
+
+/** Set a file's modification time `ms` milliseconds into the past. */
+function age(file: string, ms: number): void {
+  const when = new Date(Date.now() - ms);
+  fs.utimesSync(file, when, when);
+}
+
+function refusedWith(pattern: RegExp, dir: string): (error: unknown) => boolean {
+  return (error: unknown) => {
+    assert.ok(error instanceof StoreError, `expected a StoreError, got ${String(error)}`);
+    assert.equal(error.path, dir);
+    assert.match(error.message, pattern);
+    return true;
+  };
+}
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** The command that runs a fixture script under this same runtime, or null under Node. */
+function fixtureCommand(
+  script: string,
+  args: readonly string[],
+): { cmd: string; args: string[] } | null {
+  const runtime = runtimeName();
+  if (runtime === "bun") return { cmd: process.execPath, args: [script, ...args] };
+  if (runtime === "deno") {
+    return { cmd: process.execPath, args: ["run", "-A", "--quiet", script, ...args] };
+  }
+  return null;
+}
+
+function exited(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
+  return new Promise((resolve) => {
+    child.on("close", (code, signal) => resolve({ code, signal }));
+  });
+}
+
+/** The pid of a process of this runtime that has run and exited (and been reaped). */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ["--version"], { stdio: "ignore" });
+  const pid = child.pid;
+  await exited(child);
+  assert.ok(pid !== undefined && pid > 0);
+  return pid;
+}
+
+/** Start a fixture and wait for its first output line; null when this runtime cannot. */
+async function startFixture(
+  script: string,
+  args: readonly string[],
+): Promise<{ child: ChildProcess; line: string; done: ReturnType<typeof exited> } | null> {
+  const command = fixtureCommand(script, args);
+  if (command === null) return null;
+  const child = spawn(command.cmd, command.args, { stdio: ["ignore", "pipe", "pipe"] });
+  const done = exited(child);
+  let stdout = "";
+  let stderr = "";
+  child.stderr?.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+  const line = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`fixture printed nothing in 30 s; stderr: ${stderr}`));
+    }, 30_000);
+    child.stdout?.setEncoding("utf8").on("data", (s: string) => {
+      stdout += s;
+      const end = stdout.indexOf("\n");
+      if (end >= 0) {
+        clearTimeout(timer);
+        resolve(stdout.slice(0, end));
+      }
+    });
+    void done.then(({ code }) => {
+      clearTimeout(timer);
+      if (!stdout.includes("\n")) reject(new Error(`fixture exited (${code}); stderr: ${stderr}`));
+    });
+  });
+  return { child, line, done };
+}
+
+describe("acquireStoreLock", () => {
+  it("creates blockwise.lock holding the LockHolder, and release removes it", () => {
+    const dir = storeDir();
+    const before = Date.now();
+    const lock = acquireStoreLock(dir, { command: "blockwise run p.ts" });
+    assert.equal(lock.path, lockFile(dir));
+    const holder = JSON.parse(fs.readFileSync(lock.path, "utf8")) as LockHolder;
+    assert.equal(holder.pid, process.pid);
+    assert.equal(holder.host, HOST);
+    assert.equal(holder.command, "blockwise run p.ts");
+    assert.equal(new Date(holder.started_at).toISOString(), holder.started_at);
+    assert.ok(Date.parse(holder.started_at) >= before - 1000);
+    assert.deepEqual(lock.holder, holder);
+    assert.deepEqual(readStoreLock(dir), holder);
+    assert.equal(isHolderAlive(holder), true);
+    lock.release();
+    assert.equal(fs.existsSync(lock.path), false);
+    lock.release(); // idempotent
+    assert.equal(readStoreLock(dir), null);
+    const again = acquireStoreLock(dir);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    again.release();
+    assert.deepEqual(fs.readdirSync(dir), []);
+  });
+
+  it("creates a missing store folder", () => {
+    const dir = path.join(root, "missing", "nested", "store");
+    const lock = acquireStoreLock(dir);
+    assert.ok(fs.existsSync(lockFile(dir)));
+    lock.release();
+  });
+
+  it("refuses a second acquire in the same process, naming pid and host", () => {
+    const dir = storeDir();
+    const first = acquireStoreLock(dir, { command: "first run" });
+    const raw = fs.readFileSync(first.path, "utf8");
+    assert.throws(
+      () => acquireStoreLock(dir, { command: "second run" }),
+      refusedWith(
+        new RegExp(
+          `^Tracking store ${
+            escape(dir)
+          } is already in use by this process: pid ${process.pid} on host ${
+            escape(HOST)
+          } \\(started .*, command "first run"\\)`,
+        ),
+        dir,
+      ),
+    );
+    assert.equal(fs.readFileSync(first.path, "utf8"), raw);
+    first.release();
+    acquireStoreLock(dir).release();
+  });
+
+  it("takes over a stale lock of a dead pid on this host, with a notice", async () => {
+    const dir = storeDir();
+    const pid = await deadPid();
+    const stale: LockHolder = {
+      pid,
+      host: HOST,
+      started_at: "2026-12-02T10:00:00.000Z",
+      command: "blockwise run crashed.ts",
+    };
+    writeHolder(dir, stale);
+    assert.equal(isHolderAlive(stale), false);
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.deepEqual(notices, [
+      `Took over a stale lock on ${dir} left by pid ${pid} on host ${HOST} (started 2026-12-02T10:00:00.000Z), which is no longer running`,
+    ]);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    assert.deepEqual(fs.readdirSync(dir), [LOCK_FILE]); // no temporary or guard file left
+    lock.release();
+    assert.equal(fs.existsSync(lockFile(dir)), false);
+  });
+
+  it("takes over a lock naming this pid from before this process started", () => {
+    const dir = storeDir();
+    const started = new Date(Date.now() - process.uptime() * 1000 - 3_600_000).toISOString();
+    writeHolder(dir, { pid: process.pid, host: HOST, started_at: started, command: "old" });
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.equal(notices.length, 1);
+    assert.match(notices[0] ?? "", /an earlier process with this pid is no longer running$/);
+    lock.release();
+  });
+
+  it("refuses a lock naming another host, saying when to remove it", () => {
+    const dir = storeDir();
+    const holder: LockHolder = {
+      pid: 1234,
+      host: `${HOST}-elsewhere`,
+      started_at: "2026-12-02T10:00:00Z",
+      command: "blockwise run p.ts",
+    };
+    const raw = writeHolder(dir, holder);
+    assert.equal(isHolderAlive(holder), "unknown");
+    assert.throws(
+      () => acquireStoreLock(dir),
+      refusedWith(
+        new RegExp(
+          `^Tracking store ${escape(dir)} is in use by another run: pid 1234 on host ${
+            escape(holder.host)
+          } \\(started 2026-12-02T10:00:00Z, command "blockwise run p\\.ts"\\).*Wait for that run to finish, or if it is no longer running on ${
+            escape(holder.host)
+          }, remove ${escape(lockFile(dir))}$`,
+        ),
+        dir,
+      ),
+    );
+    assert.equal(fs.readFileSync(lockFile(dir), "utf8"), raw);
+  });
+
+  it("treats an existing pid on this host as alive (pid 1)", () => {
+    const holder: LockHolder = { pid: 1, host: HOST, started_at: "x", command: "init" };
+    assert.equal(isHolderAlive(holder), true);
+    const dir = storeDir();
+    writeHolder(dir, holder);
+    assert.throws(
+      () => acquireStoreLock(dir),
+      refusedWith(/pid 1 on host .*which is still running\. Wait for that run/, dir),
+    );
+  });
+
+  it("refuses a live holder in another process, then takes over once it is killed", async (t) => {
+    const dir = storeDir();
+    const started = await startFixture(HOLD_FIXTURE, [dir]);
+    if (started === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+    const { child, line, done } = started;
+    try {
+      assert.equal(line, `locked ${child.pid}`);
+      const holder = readStoreLock(dir);
+      assert.ok(holder !== null);
+      assert.equal(holder.pid, child.pid);
+      assert.equal(holder.host, HOST);
+      assert.equal(holder.command, "hold_lock fixture");
+      assert.equal(isHolderAlive(holder), true);
+      assert.throws(
+        () => acquireStoreLock(dir),
+        refusedWith(
+          new RegExp(
+            `in use by another run: pid ${child.pid} on host ${
+              escape(HOST)
+            } \\(started .*, command "hold_lock fixture"\\), which is still running`,
+          ),
+          dir,
+        ),
+      );
+    } finally {
+      child.kill("SIGKILL");
+    }
+    const { signal } = await done;
+    assert.equal(signal, "SIGKILL");
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.equal(notices.length, 1);
+    assert.match(
+      notices[0] ?? "",
+      new RegExp(`left by pid ${child.pid} on host ${escape(HOST)} .*no longer running$`),
+    );
+    lock.release();
+  });
+
+  it("another process is refused while this one holds the lock", async (t) => {
+    const dir = storeDir();
+    const lock = acquireStoreLock(dir, { command: "parent run" });
+    try {
+      const started = await startFixture(HOLD_FIXTURE, [dir]);
+      if (started === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+      const { code } = await started.done;
+      assert.equal(code, 3);
+      assert.match(
+        started.line,
+        new RegExp(`^refused .*pid ${process.pid} on host .*command "parent run"`),
+      );
+      assert.equal(readStoreLock(dir)?.pid, process.pid);
+    } finally {
+      lock.release();
+    }
+  });
+});
+
+describe("racing runs", () => {
+  for (const stale of [false, true]) {
+    it(`exactly one of several processes wins ${stale ? "a stale lock" : "a free store"}`, async (t) => {
+      const dir = storeDir();
+      if (stale) {
+        const pid = await deadPid();
+        writeHolder(dir, { pid, host: HOST, started_at: "2026-01-01T00:00:00Z", command: "dead" });
+      }
+      const runs = await Promise.all(
+        Array.from({ length: 6 }, () => startFixture(HOLD_FIXTURE, [dir])),
+      );
+      try {
+        if (runs.some((r) => r === null)) return t.skip("needs a runtime that runs fixtures");
+        const lines = runs.map((r) => r?.line ?? "");
+        const winners = runs.filter((r) => r?.line.startsWith("locked "));
+        assert.equal(winners.length, 1, lines.join("\n"));
+        const winner = winners[0]?.child.pid;
+        assert.equal(readStoreLock(dir)?.pid, winner);
+        for (const line of lines) {
+          if (line.startsWith("locked ")) continue;
+          assert.match(line, /^refused Tracking store .* (in use|being locked) by another run/);
+        }
+      } finally {
+        for (const r of runs) r?.child.kill("SIGKILL");
+        await Promise.all(runs.map((r) => r?.done));
+      }
+      assert.deepEqual(fs.readdirSync(dir), [LOCK_FILE]);
+    });
+  }
+});
+
+describe("corrupt lock files", () => {
+  it("takes over an old empty lock file (a crash during creation)", () => {
+    const dir = storeDir();
+    fs.writeFileSync(lockFile(dir), "");
+    age(lockFile(dir), CORRUPT_STALE_MS + 60_000);
+    assert.equal(inspectStoreLock(dir).state, "corrupt");
+    assert.equal(readStoreLock(dir), null);
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.equal(notices.length, 1);
+    assert.match(notices[0] ?? "", /^Took over a stale lock on .*blockwise\.lock was empty/);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    lock.release();
+  });
+
+  it("takes over an old lock file that is not a lock", () => {
+    for (
+      const raw of ['{"pid": 12', "[1,2]", '{"pid":0,"host":"h","started_at":"","command":""}']
+    ) {
+      const dir = storeDir();
+      fs.writeFileSync(lockFile(dir), raw);
+      age(lockFile(dir), CORRUPT_STALE_MS + 1_000);
+      const notices: string[] = [];
+      const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+      assert.match(notices[0] ?? "", /was not a valid lock/, raw);
+      lock.release();
+    }
+  });
+
+  it("refuses a fresh empty lock file: another run is creating it", () => {
+    const dir = storeDir();
+    fs.writeFileSync(lockFile(dir), "");
+    assert.throws(
+      () => acquireStoreLock(dir),
+      refusedWith(/is being locked by another run: its lock file .* is empty and was written/, dir),
+    );
+    assert.equal(fs.readFileSync(lockFile(dir), "utf8"), "");
+  });
+
+  it("waits for a lock being created, then judges the holder it names", async (t) => {
+    const dir = storeDir();
+    fs.writeFileSync(lockFile(dir), "");
+    const holder: LockHolder = {
+      pid: 777,
+      host: `${HOST}-elsewhere`,
+      started_at: "2026-12-02T10:00:00Z",
+      command: "racing run",
+    };
+    const started = await startFixture(FILL_FIXTURE, [
+      lockFile(dir),
+      "150",
+      JSON.stringify(holder),
+    ]);
+    if (started === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+    assert.equal(started.line, "ready");
+    // The synchronous wait inside acquireStoreLock sees the file filled in by the other process.
+    assert.throws(
+      () => acquireStoreLock(dir),
+      refusedWith(
+        /in use by another run: pid 777 on host .*-elsewhere .*command "racing run"/,
+        dir,
+      ),
+    );
+    assert.equal((await started.done).code, 0);
+  });
+});
+
+describe("takeover guard", () => {
+  it("waits for, then refuses, a takeover in progress by another run", async () => {
+    const dir = storeDir();
+    const pid = await deadPid();
+    const raw = writeHolder(dir, {
+      pid,
+      host: HOST,
+      started_at: "2026-01-01T00:00:00Z",
+      command: "",
+    });
+    fs.writeFileSync(`${lockFile(dir)}.takeover`, "");
+    assert.throws(
+      () => acquireStoreLock(dir),
+      refusedWith(/another run is taking over its stale lock right now/, dir),
+    );
+    assert.equal(fs.readFileSync(lockFile(dir), "utf8"), raw);
+  });
+
+  it("removes a guard left by a crash and takes over", async () => {
+    const dir = storeDir();
+    const pid = await deadPid();
+    writeHolder(dir, { pid, host: HOST, started_at: "2026-01-01T00:00:00Z", command: "" });
+    const guard = `${lockFile(dir)}.takeover`;
+    fs.writeFileSync(guard, "");
+    age(guard, GUARD_STALE_MS + 5_000);
+    const lock = acquireStoreLock(dir);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    assert.equal(fs.existsSync(guard), false);
+    lock.release();
+  });
+});
+
+describe("release and refresh", () => {
+  it("release leaves a lock that is not ours any more", () => {
+    const dir = storeDir();
+    const lock = acquireStoreLock(dir);
+    const other: LockHolder = {
+      pid: 4321,
+      host: `${HOST}-elsewhere`,
+      started_at: "2026-12-02T10:00:00Z",
+      command: "other",
+    };
+    const raw = writeHolder(dir, other);
+    lock.release();
+    assert.equal(fs.readFileSync(lockFile(dir), "utf8"), raw);
+  });
+
+  it("release of an earlier lock leaves a later lock of this process alone", () => {
+    const dir = storeDir();
+    const first = acquireStoreLock(dir, { command: "first" });
+    fs.rmSync(first.path); // someone removed it by hand
+    const second = acquireStoreLock(dir, { command: "second" });
+    first.release();
+    assert.equal(readStoreLock(dir)?.command, "second");
+    second.release();
+    assert.equal(readStoreLock(dir), null);
+  });
+
+  it("refresh confirms, rewrites a removed lock, and throws when another run holds it", () => {
+    const dir = storeDir();
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { command: "r", onNotice: (m) => notices.push(m) });
+    const raw = fs.readFileSync(lock.path, "utf8");
+    lock.refresh();
+    assert.deepEqual(notices, []);
+    fs.rmSync(lock.path);
+    lock.refresh();
+    assert.equal(notices.length, 1);
+    assert.match(notices[0] ?? "", /had been removed while this run held it; rewrote it$/);
+    assert.equal(fs.readFileSync(lock.path, "utf8"), raw);
+    writeHolder(dir, {
+      pid: 99,
+      host: `${HOST}-elsewhere`,
+      started_at: "2026-12-02T10:00:00Z",
+      command: "intruder",
+    });
+    assert.throws(
+      () => lock.refresh(),
+      refusedWith(/lost its lock .*now held by pid 99 on host .*-elsewhere/, dir),
+    );
+    lock.release();
+    assert.equal(readStoreLock(dir)?.pid, 99);
+  });
+
+  it("inspectStoreLock reports free, held and corrupt", () => {
+    const dir = storeDir();
+    assert.deepEqual(inspectStoreLock(dir), { state: "free" });
+    const lock = acquireStoreLock(dir);
+    const held = inspectStoreLock(dir);
+    assert.equal(held.state, "held");
+    lock.release();
+    fs.writeFileSync(lockFile(dir), "garbage");
+    const corrupt = inspectStoreLock(dir);
+    assert.equal(corrupt.state, "corrupt");
+    if (corrupt.state === "corrupt") assert.equal(corrupt.raw, "garbage");
+    assert.equal(readStoreLock(path.join(root, "no-such-store")), null);
+  });
+});
