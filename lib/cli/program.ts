@@ -11,6 +11,7 @@ import { parseResources } from "../schedule/mod.ts";
 import { InputError } from "../errors.ts";
 import { demoCommand } from "./demo.ts";
 import { typesCommand } from "./types.ts";
+import { migrateCommand } from "./migrate.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const program = new Command("blockwise")
@@ -84,6 +85,22 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .action(async (opts: { dir: string; serial?: boolean }) => {
       setExitCode(await demoCommand(opts));
     });
+
+  sub("migrate")
+    .description("migrate a task's tracking store in place to its grown totalRoi")
+    .argument("<path>", "the task's tracking store")
+    .requiredOption("--pipeline <file>", "pipeline file with the task's new layout")
+    .requiredOption("--task <id>", "the task whose store PATH is")
+    .option("--dry-run", "say what would change, change nothing")
+    .option("--json", "print the report as JSON")
+    .action(
+      async (
+        store: string,
+        opts: { pipeline: string; task: string; dryRun?: boolean; json?: boolean },
+      ) => {
+        setExitCode(await migrateCommand(store, opts));
+      },
+    );
 
   sub("types")
     .description("print TypeScript declarations for pipeline files (save as blockwise.d.ts)")

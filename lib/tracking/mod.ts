@@ -5,3 +5,4 @@ export * from "./session.ts";
 export * from "./store.ts";
 export * from "./store_layout.ts";
 export * from "./task_hash.ts";
+export * from "./migrate.ts";

@@ -17,6 +17,7 @@ import { VERSION } from "../version.ts";
 import { acquireStoreLock, type StoreLock } from "./lock.ts";
 import { appendRunRecord } from "./runs_log.ts";
 import { TrackingStore } from "./store.ts";
+import { recoverInterruptedMigration } from "./migrate.ts";
 import type { BlockUsage } from "../execute/worker_protocol.ts";
 import { StoreError } from "../errors.ts";
 
@@ -100,12 +101,15 @@ export class TrackingSession {
             layout: layouts[t]!,
             resourceTracking: task.resourceTracking ?? options.resourceTracking,
             ...(options.mmap === undefined ? {} : { mmap: options.mmap }),
+            ...(options.onNotice === undefined ? {} : { onNotice: options.onNotice }),
           });
         const lockStore = () =>
           acquireStoreLock(dir, {
             command: options.command ?? process.argv.slice(1).join(" "),
             ...(options.onNotice === undefined ? {} : { onNotice: options.onNotice }),
           });
+        const recovered = recoverInterruptedMigration(dir);
+        if (recovered !== null) options.onNotice?.(recovered);
         // An existing store is locked before it is read or changed; a new one is created
         // (atomically, by rename) and then locked.
         let lock: StoreLock | null = fs.existsSync(path.join(dir, "zarr.json"))

@@ -32,6 +32,7 @@ import {
   storedLayoutOf,
 } from "./store_layout.ts";
 import { taskHash } from "./task_hash.ts";
+import { migrateStore, migrationRefusal, planMigration } from "./migrate.ts";
 
 export interface StoreAttributes {
   readonly format: string;
@@ -47,6 +48,9 @@ export interface OpenStoreOptions {
   readonly layout: TaskLayout;
   readonly resourceTracking: boolean;
   readonly mmap?: MmapKind | "auto";
+  /** Migrate a grown volume in place (default true); false refuses it like any change. */
+  readonly migrate?: boolean;
+  readonly onNotice?: (message: string) => void;
 }
 
 function readJson(file: string): unknown {
@@ -184,7 +188,33 @@ export class TrackingStore {
     if (created) {
       attributes = expected;
     } else {
-      attributes = verifyStore(abs, expected);
+      const verdict = verifyStore(abs, expected);
+      if ("mismatch" in verdict) {
+        const refusal = migrationRefusal(verdict.stored.layout, expected.layout);
+        if (refusal !== null || options.migrate === false) {
+          throw new StoreError(
+            verdict.mismatch +
+              (refusal === null ? "" : `. It cannot be migrated in place: ${refusal}`) +
+              `. ${rmHint(abs)}`,
+            abs,
+          );
+        }
+        const plan = planMigration(abs, verdict.stored.layout!, expected.layout);
+        const migrated: StoreAttributes = {
+          ...expected,
+          resource_tracking: verdict.stored.resource_tracking ?? false,
+        };
+        migrateStore(abs, plan, groupMetadata(migrated));
+        options.onNotice?.(
+          `Task "${options.taskId}": tracking store ${abs} migrated in place: ${plan.grew}; kept ${plan.doneKept} of ${plan.doneBefore} done blocks` +
+            (plan.doneDropped > 0
+              ? ` (${plan.doneDropped} clipped by the old extent will run again)`
+              : ""),
+        );
+        attributes = migrated;
+      } else {
+        attributes = verdict;
+      }
       if (options.resourceTracking) addMissingArrays(abs, layout.trackingShape);
     }
     const files = new Map<string, MappedFile>();
@@ -342,8 +372,19 @@ function checkChunkSize(
   }
 }
 
-/** Read and check an existing store's metadata against the expected layout. */
-function verifyStore(dir: string, expected: StoreAttributes): StoreAttributes {
+interface LayoutMismatch {
+  readonly mismatch: string;
+  readonly stored: Partial<StoreAttributes>;
+}
+
+/**
+ * Read and check an existing store's metadata against the expected layout: the stored
+ * attributes, or a mismatch (a different hash) the caller may migrate.
+ */
+export function verifyStore(
+  dir: string,
+  expected: StoreAttributes,
+): StoreAttributes | LayoutMismatch {
   const metaFile = path.join(dir, "zarr.json");
   if (!fs.statSync(dir).isDirectory()) {
     throw new StoreError(
@@ -395,11 +436,12 @@ function verifyStore(dir: string, expected: StoreAttributes): StoreAttributes {
     const changes = stored.layout === undefined
       ? []
       : describeLayoutChange(stored.layout, expected.layout);
-    throw new StoreError(
-      `Tracking store at ${dir} was written for a different task layout (stored hash = ${stored.task_hash}, expected = ${expected.task_hash})` +
-        (changes.length > 0 ? `: ${changes.join("; ")}` : "") + `. ${rmHint(dir)}`,
-      dir,
-    );
+    return {
+      mismatch:
+        `Tracking store at ${dir} was written for a different task layout (stored hash = ${stored.task_hash}, expected = ${expected.task_hash})` +
+        (changes.length > 0 ? `: ${changes.join("; ")}` : ""),
+      stored,
+    };
   }
   const shape = stored.layout?.grid_shape;
   if (JSON.stringify(shape) !== JSON.stringify(expected.layout.grid_shape)) {
