@@ -18,9 +18,10 @@ export class LineWriter {
     private readonly stream: NodeJS.WritableStream = process.stdout,
     private readonly chunkChars = 1 << 16,
   ) {
-    stream.on("error", (error: NodeJS.ErrnoException) => {
-      if (error.code === "EPIPE") this.closed = true;
-      else throw error;
+    // Any write error (EPIPE from `| head`, a full disk) ends the output; the command then
+    // stops quietly instead of producing the rest for nobody.
+    stream.on("error", () => {
+      this.closed = true;
     });
   }
 
@@ -38,14 +39,17 @@ export class LineWriter {
     this.size = 0;
     const stream = this.stream;
     if (!stream.write(chunk)) {
+      // Bun reports a closed pipe as an "error" event and never drains: wake on either.
       await new Promise<void>((resolve) => {
         const done = () => {
           stream.off("drain", done);
           stream.off("close", done);
+          stream.off("error", done);
           resolve();
         };
         stream.on("drain", done);
         stream.on("close", done);
+        stream.on("error", done);
       });
     }
     if (this.closed) throw new OutputClosed("output closed");
