@@ -55,13 +55,16 @@ export interface Block {
 
 /**
  * Which blocks to skip in this run, one cell per block (nonzero skips), in C order over the
- * block grid anchored at the total write ROI: a mask file path, the cells themselves, or the
- * cells with their grid shape.
+ * block grid anchored at the total write ROI: a mask file path (.npy, or a Zarr v2/v3 array),
+ * the cells themselves (flat, typed, or nested arrays of numbers or booleans), or the cells with
+ * their grid shape. "blockwise mask import" turns a voxel mask into one.
  */
-export type SkipMask = string | ArrayLike<number> | {
-  data: ArrayLike<number>;
-  shape: readonly number[];
-};
+export type SkipMask =
+  | string
+  | ArrayLike<number>
+  | ArrayLike<boolean>
+  | readonly (readonly unknown[])[]
+  | { data: ArrayLike<number> | ArrayLike<boolean>; shape: readonly number[] };
 
 /**
  * One task of a pipeline: a total ROI cut into blocks, and either a process function (run in

@@ -150,6 +150,10 @@ async function drain(): Promise<void> {
   const s = status!;
   const taskId = init!.taskId;
   while (queueHead < queue.length) {
+    if (s[StatusSlot.Recall] === 1) {
+      handBack();
+      break;
+    }
     const position = queue[queueHead++]!;
     const attempt = queue[queueHead++]!;
     const block = makeBlock(taskId, layout!, position, attempt);
@@ -204,6 +208,19 @@ async function drain(): Promise<void> {
   if (stopping) closeWorker();
 }
 
+/** The run is stopping: return the blocks not started, so they go back to the queue at once. */
+function handBack(): void {
+  const positions: number[] = [];
+  for (let i = queueHead; i < queue.length; i += 2) positions.push(queue[i]!);
+  queue.length = 0;
+  queueHead = 0;
+  flush();
+  if (positions.length > 0) {
+    const array = Float64Array.from(positions);
+    post({ kind: "returned", positions: array }, [array.buffer]);
+  }
+}
+
 scope.onmessage = (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   switch (message.kind) {
@@ -213,7 +230,8 @@ scope.onmessage = (event: MessageEvent<ToWorker>) => {
     case "blocks": {
       const b = message.blocks;
       for (let i = 0; i < b.length; i++) queue.push(b[i]!);
-      void drain();
+      if (status![StatusSlot.Recall] === 1 && !draining) handBack();
+      else void drain();
       break;
     }
     case "stop":

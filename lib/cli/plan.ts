@@ -10,10 +10,13 @@ import { loadPipeline } from "../pipeline/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { formatCount, formatShape, formatTable } from "../report/table.ts";
 import { LineWriter } from "./output.ts";
+import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 
 export interface PlanOptions {
   readonly json?: boolean;
   readonly blocks?: boolean;
+  /** `--skip-mask TASK=PATH`, repeatable. */
+  readonly skipMask?: readonly string[];
 }
 
 export interface TaskPlan {
@@ -27,9 +30,15 @@ export interface TaskPlan {
   readonly upstream: readonly string[];
   readonly total_write_roi: { offset: number[]; shape: number[] };
   readonly warnings: readonly string[];
+  /** The skip mask of the task for this plan, or null. */
+  readonly skip_mask: { readonly source: string; readonly skipped: number } | null;
 }
 
-export function taskPlan(task: TaskConfig, layout: TaskLayout): TaskPlan {
+export function taskPlan(
+  task: TaskConfig,
+  layout: TaskLayout,
+  mask: SkipMask | null = null,
+): TaskPlan {
   return {
     task: task.id,
     blocks: layout.blockCount,
@@ -41,6 +50,7 @@ export function taskPlan(task: TaskConfig, layout: TaskLayout): TaskPlan {
     upstream: task.upstream,
     total_write_roi: roiToJson(layout.totalWriteRoi),
     warnings: layoutWarnings(task, layout),
+    skip_mask: mask === null ? null : { source: mask.source, skipped: mask.skipCount },
   };
 }
 
@@ -60,20 +70,34 @@ function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
 export async function planCommand(file: string, options: PlanOptions): Promise<void> {
   const pipeline = await loadPipeline(file);
   const graph = buildPipelineGraph(pipeline);
+  const masks = await loadRunMasks(
+    pipeline,
+    graph.layouts,
+    parseSkipMaskFlags(options.skipMask ?? []),
+  );
   const out = new LineWriter();
   if (options.blocks) {
-    await writeBlocks(pipeline, graph, options.json === true, out);
+    await writeBlocks(pipeline, graph, options.json === true, out, masks);
   } else if (options.json) {
-    const tasks = graph.dag.order.map((t) => taskPlan(pipeline.tasks[t]!, graph.layouts[t]!));
+    const tasks = graph.dag.order.map((t) =>
+      taskPlan(pipeline.tasks[t]!, graph.layouts[t]!, masks[t] ?? null)
+    );
     await out.line(JSON.stringify({ pipeline: pipeline.path, tasks }, null, 2));
   } else {
-    for (const line of planSummary(pipeline, graph)) await out.line(line);
+    for (const line of planSummary(pipeline, graph, masks)) await out.line(line);
   }
   await out.flush();
 }
 
-export function planSummary(pipeline: PipelineConfig, graph: DependencyGraph): string[] {
-  const plans = graph.dag.order.map((t) => taskPlan(pipeline.tasks[t]!, graph.layouts[t]!));
+export function planSummary(
+  pipeline: PipelineConfig,
+  graph: DependencyGraph,
+  masks: readonly (SkipMask | null)[] = [],
+): string[] {
+  const plans = graph.dag.order.map((t) =>
+    taskPlan(pipeline.tasks[t]!, graph.layouts[t]!, masks[t] ?? null)
+  );
+  const masked = plans.some((p) => p.skip_mask !== null);
   const total = plans.reduce((n, p) => n + p.blocks, 0);
   const lines = [
     `Pipeline ${pipeline.path}`,
@@ -88,6 +112,7 @@ export function planSummary(pipeline: PipelineConfig, graph: DependencyGraph): s
         { header: "tracking grid" },
         { header: "fit" },
         { header: "upstream" },
+        ...(masked ? [{ header: "mask skips", align: "right" as const }] : []),
       ],
       plans.map((p) => [
         p.task,
@@ -97,6 +122,7 @@ export function planSummary(pipeline: PipelineConfig, graph: DependencyGraph): s
         formatShape(p.tracking_grid_shape),
         p.fit + (p.read_write_conflict ? "" : " (no conflicts)"),
         p.upstream.length === 0 ? "-" : p.upstream.join(", "),
+        ...(masked ? [p.skip_mask === null ? "-" : formatCount(p.skip_mask.skipped)] : []),
       ]),
     ),
   ];
@@ -110,10 +136,12 @@ async function writeBlocks(
   graph: DependencyGraph,
   json: boolean,
   out: LineWriter,
+  masks: readonly (SkipMask | null)[],
 ): Promise<void> {
   for (const t of graph.dag.order) {
     const task = pipeline.tasks[t]!;
     const layout = graph.layouts[t]!;
+    const mask = masks[t] ?? null;
     for (const position of layout.allPositions()) {
       const upstream = graph.upstreamOf(t, position).map((r) => ({
         task: pipeline.tasks[r.task]!.id,
@@ -133,6 +161,7 @@ async function writeBlocks(
           read_roi: roiToJson(read),
           write_roi: roiToJson(write),
           upstream: upstream.map((u) => ({ task: u.task, id: blockIdToJson(u.id) })),
+          ...(mask === null ? {} : { masked: mask.isMasked(position) }),
         }));
       } else {
         const deps = upstream.length === 0
@@ -141,7 +170,9 @@ async function writeBlocks(
         await out.line(
           `${task.id}/${id}  index (${index.join(", ")})  level ${level}  read ${
             roiToString(read)
-          }  write ${roiToString(write)}  upstream ${deps}`,
+          }  write ${roiToString(write)}  upstream ${deps}${
+            mask !== null && mask.isMasked(position) ? "  (masked)" : ""
+          }`,
         );
       }
     }

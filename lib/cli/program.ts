@@ -5,12 +5,15 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 import { VERSION } from "../version.ts";
 import { exitCodeForError } from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
-import { planCommand } from "./plan.ts";
+import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
 import { parseResources } from "../schedule/mod.ts";
 import { InputError } from "../errors.ts";
 import { demoCommand } from "./demo.ts";
 import { typesCommand } from "./types.ts";
+import { parseIndexOption, statusCommand, type StatusOptions } from "./status.ts";
+import { resetCommand, type ResetOptions } from "./reset.ts";
+import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
@@ -31,7 +34,12 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .argument("<pipeline>", "pipeline file (.ts or .js) whose default export lists the tasks")
     .option("--json", "print machine-readable JSON (see README for the schema)")
     .option("--blocks", "list every block with its ROIs, level and upstream blocks")
-    .action(async (pipeline: string, opts: { json?: boolean; blocks?: boolean }) => {
+    .option(
+      "--skip-mask <task=file>",
+      "show what a block-grid mask would skip; repeatable; wins over the task's skipMask",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .action(async (pipeline: string, opts: PlanOptions) => {
       await planCommand(pipeline, opts);
     });
 
@@ -70,12 +78,48 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .option("--verbose", "say which tracking store and I/O adapter each task uses")
     .option(
+      "--skip-mask <task=file>",
+      "skip the blocks a block-grid mask marks nonzero (.npy or Zarr); repeatable; wins over the task's skipMask",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
       "--grace <seconds>",
       "after SIGINT/SIGTERM, how long blocks in flight may finish",
       parsePositiveNumber,
     )
     .action(async (pipeline: string, opts: RunCommandOptions) => {
       setExitCode(await runCommand(pipeline, opts));
+    });
+
+  sub("status")
+    .description("show what tracking stores recorded: done, failed and pending blocks, runs, lock")
+    .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
+    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .option("--map", "draw each task's block grid: done, failed and pending blocks")
+    .option(
+      "--axis <axis>",
+      "with --map: the axis to project along or slice (default 0)",
+      parseIndexOption,
+    )
+    .option("--slice <index>", "with --map: show only this slice along --axis", parseIndexOption)
+    .action(async (target: string, opts: StatusOptions) => {
+      setExitCode(await statusCommand(target, opts));
+    });
+
+  sub("reset")
+    .description("forget recorded blocks so the next run processes them again")
+    .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
+    .option("--failed", "only failed blocks that are not done: clear their failure counts")
+    .option(
+      "--roi <offset:shape>",
+      "only blocks whose write ROI intersects this box, e.g. 0,0:64,64",
+    )
+    .option(
+      "--yes",
+      "do not ask before clearing done marks (required when stdin is not a terminal)",
+    )
+    .action(async (target: string, opts: ResetOptions) => {
+      setExitCode(await resetCommand(target, opts));
     });
 
   sub("demo")
@@ -101,6 +145,11 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
         setExitCode(await migrateCommand(store, opts));
       },
     );
+
+  addMaskImportCommand(
+    sub("mask").description("skip masks: import a mask from elsewhere as a task's block grid"),
+    VERSION,
+  );
 
   sub("types")
     .description("print TypeScript declarations for pipeline files (save as blockwise.d.ts)")

@@ -21,6 +21,8 @@ import { exitCodeForOutcome, type RunOutcome } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
 import { usageFromFigures } from "../execute/worker_protocol.ts";
 import type { MmapKind } from "../runtime/mod.ts";
+import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
+import type { SkipReason } from "../schedule/mod.ts";
 import { installStopSwitch } from "./signals.ts";
 
 export interface RunCommandOptions {
@@ -36,6 +38,8 @@ export interface RunCommandOptions {
   readonly resourceTracking?: boolean;
   readonly trackingIo?: "auto" | "mmap" | "fs";
   readonly verbose?: boolean;
+  /** `--skip-mask TASK=PATH`, repeatable. */
+  readonly skipMask?: readonly string[];
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
@@ -48,6 +52,11 @@ export async function runPipeline(
   options: RunCommandOptions,
 ): Promise<number> {
   const graph = buildPipelineGraph(pipeline);
+  const masks = await loadRunMasks(
+    pipeline,
+    graph.layouts,
+    parseSkipMaskFlags(options.skipMask ?? []),
+  );
   const color = process.stderr.isTTY === true && process.env.NO_COLOR === undefined;
   const events = options.events === undefined
     ? null
@@ -98,10 +107,20 @@ export async function runPipeline(
     failed: (t, p, sent, returned, worker, figures) =>
       tracking.failed(t, p, sent, returned, worker, usageFromFigures(figures)),
   };
+  for (let t = 0; t < masks.length; t++) {
+    const mask = masks[t];
+    if (mask !== null && mask !== undefined) {
+      observer.notice?.(
+        `Task "${pipeline.tasks[t]!.id}": skip mask ${mask.source} skips ${mask.skipCount} of ${
+          graph.layouts[t]!.blockCount
+        } blocks`,
+      );
+    }
+  }
   const common = {
     observer,
     recorder,
-    precheck: (t: number) => tracking.precheck(t),
+    precheck: (t: number) => combinePrechecks(tracking.precheck(t), masks[t] ?? null),
     alreadyDone: (t: number) => tracking.fullyDone(t),
   };
   let result: RunResult;
@@ -124,7 +143,12 @@ export async function runPipeline(
     console.close();
   }
   const code = exitCodeForOutcome(outcomeOf(result));
-  tracking.close(result, code);
+  tracking.close(result, code, (t) => {
+    const mask = masks[t];
+    return mask === null || mask === undefined
+      ? null
+      : { source: mask.source, skipped: mask.skipCount };
+  });
   events?.finish(result, code);
   events?.close();
   // The utilisation table first, so the summary's verdict is the last line on the terminal.
@@ -173,4 +197,14 @@ function mmapKindFor(mode: "auto" | "mmap" | "fs"): MmapKind | "auto" {
     return (globalThis as { Bun?: unknown }).Bun !== undefined ? "bun-ffi" : "deno-ffi";
   }
   return "auto";
+}
+
+/** Pre-check order (DESIGN.md §6): the done marker, then the skip mask; `check` comes later. */
+function combinePrechecks(
+  done: ((position: number) => "done" | null) | undefined,
+  mask: SkipMask | null,
+): ((position: number) => SkipReason | null) | undefined {
+  if (mask === null) return done;
+  if (done === undefined) return (p) => (mask.isMasked(p) ? "masked" : null);
+  return (p) => done(p) ?? (mask.isMasked(p) ? "masked" : null);
 }

@@ -60,6 +60,14 @@ export class CommandExecutor implements Executor {
     return this.startedAt;
   }
 
+  recall(): void {
+    if (this.queue.length === 0) return;
+    const positions: number[] = [];
+    for (let i = 0; i < this.queue.length; i += 2) positions.push(this.queue[i]!);
+    this.queue.length = 0;
+    this.options.events.returned(this, Float64Array.from(positions));
+  }
+
   stop(): void {
     this.stateValue = "dead";
   }

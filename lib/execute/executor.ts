@@ -26,6 +26,8 @@ export interface ExecutorEvents {
     failed: readonly BlockError[],
     cpuSeconds: number,
   ): void;
+  /** Blocks handed back unstarted after `recall()`. */
+  returned(executor: Executor, positions: Float64Array): void;
   /** The executor died unexpectedly; `reason` says how. */
   crashed(executor: Executor, reason: string): void;
   output(executor: Executor, stream: "stdout" | "stderr", text: string): void;
@@ -46,6 +48,8 @@ export interface Executor {
   runningPosition(): number;
   /** `Date.now()` when the running block started, or NaN. */
   runningSince(): number;
+  /** Hand back the blocks it has not started (the run is stopping); `returned` reports them. */
+  recall(): void;
   /** Ask it to finish its blocks and exit. */
   stop(): void;
   /** End it now; no event fires afterwards. */

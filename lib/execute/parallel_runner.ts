@@ -243,6 +243,16 @@ class ParallelRun implements ExecutorEvents {
     });
   }
 
+  returned(executor: Executor, positions: Float64Array): void {
+    this.guard(() => {
+      if (this.finished) return;
+      for (const position of positions) {
+        if (executor.inFlight.delete(position)) this.scheduler.requeue(executor.task, position);
+      }
+      this.pump();
+    });
+  }
+
   crashed(executor: Executor, reason: string): void {
     this.guard(() => this.executorLost(executor, reason, true));
   }
@@ -258,7 +268,10 @@ class ParallelRun implements ExecutorEvents {
     if (this.stopReason !== null) return;
     this.stopReason = reason;
     this.stopDeadline = Date.now() + (this.options.graceSeconds ?? 30) * 1000;
-    this.guard(() => this.pump());
+    this.guard(() => {
+      for (const task of this.tasks) for (const executor of task.executors) executor.recall();
+      this.pump();
+    });
   }
 
   /** Run `body`; an exception here is a bug: end the run with it instead of hanging. */

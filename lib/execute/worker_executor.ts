@@ -20,7 +20,8 @@ export class WorkerExecutor implements Executor {
   readonly id: number;
   readonly task: number;
   readonly inFlight = new Map<number, InFlightBlock>();
-  window = 4;
+  // One block until the first result tells how long blocks take (then `window` adapts).
+  window = 1;
   private stateValue: ExecutorState = "starting";
   private readonly worker: Worker;
   private readonly status: Float64Array;
@@ -71,6 +72,10 @@ export class WorkerExecutor implements Executor {
     return this.status[StatusSlot.Running] === 1 ? this.status[StatusSlot.StartedAt]! : Number.NaN;
   }
 
+  recall(): void {
+    this.status[StatusSlot.Recall] = 1;
+  }
+
   /** Retire an idle worker: it holds no blocks, so terminating it loses nothing. */
   stop(): void {
     this.kill();
@@ -116,6 +121,9 @@ export class WorkerExecutor implements Executor {
         break;
       case "output":
         this.events.output(this, message.stream, message.text);
+        break;
+      case "returned":
+        this.events.returned(this, message.positions);
         break;
       case "closing":
         this.die(message.reason);

@@ -108,14 +108,21 @@ export interface ClosingMessage {
   readonly reason: string;
 }
 
+/** Blocks handed back unstarted after a recall. */
+export interface ReturnedMessage {
+  readonly kind: "returned";
+  readonly positions: Float64Array;
+}
+
 export type FromWorker =
+  | ReturnedMessage
   | ReadyMessage
   | SetupFailedMessage
   | ResultsMessage
   | OutputMessage
   | ClosingMessage;
 
-export const STATUS_SLOTS = 4;
+export const STATUS_SLOTS = 5;
 export const enum StatusSlot {
   /** 1 while a block runs, 0 otherwise. */
   Running = 0,
@@ -123,4 +130,6 @@ export const enum StatusSlot {
   /** `Date.now()` when the running block started. */
   StartedAt = 2,
   BlocksDone = 3,
+  /** Set to 1 by the main thread: hand back every block not started yet (the run is stopping). */
+  Recall = 4,
 }

@@ -25,10 +25,13 @@ export interface Block {
   readonly attempt: number;
 }
 
-export type SkipMaskSource = string | ArrayLike<number> | {
-  data: ArrayLike<number>;
-  shape: readonly number[];
-};
+/** A mask file path, a flat/typed/nested array (one cell per block, nonzero skips), or data + shape. */
+export type SkipMaskSource =
+  | string
+  | ArrayLike<number>
+  | ArrayLike<boolean>
+  | readonly (readonly unknown[])[]
+  | { data: ArrayLike<number> | ArrayLike<boolean>; shape: readonly number[] };
 
 export interface TaskDefinition {
   id: string;

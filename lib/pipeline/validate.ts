@@ -566,11 +566,22 @@ class TaskFields {
         return value as SkipMaskSource;
       }
     }
-    if (!isNumbers(value)) {
+    // Arrays (flat, typed or nested, of numbers or booleans) are checked in full when the mask
+    // is loaded against the task's block grid (lib/masks), which names the bad element.
+    if (!isMaskArray(value)) {
       this.fail("skipMask", `has the wrong type; got ${describeValue(value)}. ${fix}`);
     }
-    return value;
+    return value as SkipMaskSource;
   }
+}
+
+/** Numbers or booleans, flat, typed or nested (shape and raggedness are checked on load). */
+function isMaskArray(value: unknown): boolean {
+  if (ArrayBuffer.isView(value)) return true;
+  if (!Array.isArray(value)) return false;
+  return value.every((v) =>
+    typeof v === "number" || typeof v === "boolean" || (typeof v === "object" && isMaskArray(v))
+  );
 }
 
 function isObject(value: unknown): value is Fields {

@@ -24,7 +24,8 @@ import { coordToString, roiToString } from "../geometry/mod.ts";
 import { StoreError } from "../errors.ts";
 import { arrayMetadata, chunkKey, fillPattern, itemSize, TRACKING_ARRAYS } from "./arrays.ts";
 import { isHolderAlive, LOCK_FILE, readStoreLock } from "./lock.ts";
-import { appendRunRecord, RUNS_LOG_FILE } from "./runs_log.ts";
+import { appendRunRecord, lastRunRecord, RUNS_LOG_FILE } from "./runs_log.ts";
+import { VERSION } from "../version.ts";
 import type { StoredLayout } from "./store_layout.ts";
 
 export interface MigrationPlan {
@@ -37,6 +38,10 @@ export interface MigrationPlan {
   readonly doneKept: number;
   /** Done blocks that will run again because the old extent clipped them. */
   readonly doneDropped: number;
+  /** Axes along which totalRoi grew (empty: the tiling is unchanged, only the hash differs). */
+  readonly grownAxes: readonly number[];
+  /** Kept cells as (old start, new start, length) triples over C-order cells. */
+  readonly runs: Float64Array;
 }
 
 /** A simulated crash in tests: thrown from `onStep`, it leaves the files as a crash would. */
@@ -117,14 +122,14 @@ export function migrationRefusal(
 }
 
 /**
- * For each old tracking cell: its new cell, or -1 when its marks must not be carried over.
+ * The old tracking cells whose marks are carried over, and where they go.
  * Both layouts share stride, offset, contexts and fit, so the rule separates by axis: along
  * each axis a cell keeps its coordinate, and is kept when a block sits there whose (unclipped)
  * write ROI lies inside the old total write ROI — then its read ROI lies inside the old total
  * ROI too, and neither ROI changes under the larger extent. Along an axis that did not grow,
  * every block keeps its ROIs.
  */
-function cellMapping(from: TaskLayout, to: TaskLayout): Float64Array {
+function cellRuns(from: TaskLayout, to: TaskLayout): Float64Array {
   const dims = from.dims;
   const keep: Uint8Array[] = [];
   for (let d = 0; d < dims; d++) {
@@ -141,47 +146,73 @@ function cellMapping(from: TaskLayout, to: TaskLayout): Float64Array {
     }
     keep.push(axis);
   }
-  const map = new Float64Array(from.trackingCellCount).fill(-1);
-  const t = new Array<number>(dims).fill(0);
-  for (let c = 0; c < map.length; c++) {
-    let kept = true;
-    let n = 0;
-    for (let d = 0; d < dims; d++) {
-      if (keep[d]![t[d]!] !== 1) {
-        kept = false;
-        break;
-      }
-      n += t[d]! * to.trackingStrides[d]!;
+  // Kept cells come in runs along the last axis; runs that are contiguous in both grids merge,
+  // so growth along axis 0 alone is a single copy.
+  const last = dims - 1;
+  const rowLength = from.trackingShape[last]!;
+  const segments: number[] = [];
+  for (let t = 0; t < rowLength;) {
+    if (keep[last]![t] !== 1) {
+      t++;
+      continue;
     }
-    if (kept) map[c] = n;
-    for (let d = dims - 1; d >= 0; d--) {
-      if (++t[d]! < from.trackingShape[d]!) break;
-      t[d] = 0;
+    const begin = t;
+    while (t < rowLength && keep[last]![t] === 1) t++;
+    segments.push(begin, t - begin);
+  }
+  const runs: number[] = [];
+  const rows = from.trackingCellCount / rowLength;
+  const coords = new Array<number>(dims).fill(0);
+  for (let row = 0; row < rows; row++) {
+    let kept = true;
+    let oldBase = 0;
+    let newBase = 0;
+    for (let d = 0; d < last; d++) {
+      if (keep[d]![coords[d]!] !== 1) kept = false;
+      oldBase += coords[d]! * from.trackingStrides[d]!;
+      newBase += coords[d]! * to.trackingStrides[d]!;
+    }
+    if (kept) {
+      for (let i = 0; i < segments.length; i += 2) {
+        const o = oldBase + segments[i]!;
+        const n = newBase + segments[i]!;
+        const len = segments[i + 1]!;
+        const k = runs.length - 3;
+        if (k >= 0 && runs[k]! + runs[k + 2]! === o && runs[k + 1]! + runs[k + 2]! === n) {
+          runs[k + 2]! += len;
+        } else {
+          runs.push(o, n, len);
+        }
+      }
+    }
+    for (let d = last - 1; d >= 0; d--) {
+      if (++coords[d]! < from.trackingShape[d]!) break;
+      coords[d] = 0;
     }
   }
-  return map;
+  return Float64Array.from(runs);
 }
 
 function readChunk(dir: string, name: string, dims: number): Uint8Array | null {
   const file = path.join(dir, name, chunkKey(dims));
-  return fs.existsSync(file) ? new Uint8Array(fs.readFileSync(file)) : null;
+  return fs.existsSync(file) ? fs.readFileSync(file) : null;
 }
 
 export function planMigration(dir: string, from: StoredLayout, to: StoredLayout): MigrationPlan {
   const oldLayout = layoutFromStored(from);
   const newLayout = layoutFromStored(to);
-  const map = cellMapping(oldLayout, newLayout);
+  const runs = cellRuns(oldLayout, newLayout);
   const done = readChunk(dir, "done", oldLayout.dims);
   let doneBefore = 0;
   let doneKept = 0;
   if (done !== null) {
-    for (let c = 0; c < done.length; c++) {
-      if (done[c] !== 1) continue;
-      doneBefore++;
-      if (map[c]! >= 0) doneKept++;
+    for (let c = 0; c < done.length; c++) if (done[c] === 1) doneBefore++;
+    for (let i = 0; i < runs.length; i += 3) {
+      const end = runs[i]! + runs[i + 2]!;
+      for (let c = runs[i]!; c < end; c++) if (done[c] === 1) doneKept++;
     }
   }
-  const axes = from.total_roi.shape.map((s, d) => d).filter((d) =>
+  const axes = from.total_roi.shape.map((_, d) => d).filter((d) =>
     from.total_roi.shape[d] !== to.total_roi.shape[d]
   );
   const arrays = TRACKING_ARRAYS.filter((a) => fs.existsSync(path.join(dir, a.name, "zarr.json")))
@@ -189,33 +220,28 @@ export function planMigration(dir: string, from: StoredLayout, to: StoredLayout)
   return {
     from,
     to,
-    grew: `totalRoi grew on axis ${axes.join(", ")} from ${roiToString(from.total_roi)} to ${
-      roiToString(to.total_roi)
-    } (tracking grid ${coordToString(from.grid_shape)} → ${coordToString(to.grid_shape)})`,
+    grew: axes.length === 0
+      ? `the tiling is unchanged (totalRoi ${roiToString(to.total_roi)}, tracking grid ${
+        coordToString(to.grid_shape)
+      })`
+      : `totalRoi grew on axis ${axes.join(", ")} from ${roiToString(from.total_roi)} to ${
+        roiToString(to.total_roi)
+      } (tracking grid ${coordToString(from.grid_shape)} → ${coordToString(to.grid_shape)})`,
+    grownAxes: axes,
     arrays,
     doneBefore,
     doneKept,
     doneDropped: doneBefore - doneKept,
+    runs,
   };
 }
 
-/** Copy element `c` of `source` to element `map[c]` of `target`, for every kept cell. */
-function copyCells(source: Uint8Array, target: Uint8Array, size: number, map: Float64Array): void {
-  if (size === 1) {
-    for (let c = 0; c < map.length; c++) {
-      const n = map[c]!;
-      if (n >= 0) target[n] = source[c]!;
-    }
-    return;
-  }
-  // 4- and 8-byte elements move as 32-bit words: exact bits (NaN payloads included), no BigInt.
-  const words = size / 4;
-  const from = new Uint32Array(source.buffer, source.byteOffset, source.byteLength / 4);
-  const to = new Uint32Array(target.buffer, target.byteOffset, target.byteLength / 4);
-  for (let c = 0; c < map.length; c++) {
-    const n = map[c]!;
-    if (n < 0) continue;
-    for (let w = 0; w < words; w++) to[n * words + w] = from[c * words + w]!;
+/** Fill `target` with a repeated element pattern by doubling (a few copies, not one per cell). */
+export function fillWithPattern(target: Uint8Array, pattern: Uint8Array): void {
+  if (target.length === 0 || pattern.every((b) => b === 0)) return;
+  target.set(pattern.subarray(0, Math.min(pattern.length, target.length)), 0);
+  for (let filled = pattern.length; filled < target.length; filled *= 2) {
+    target.copyWithin(filled, 0, Math.min(filled, target.length - filled));
   }
 }
 
@@ -238,7 +264,6 @@ export function migrateStore(
 ): void {
   const oldLayout = layoutFromStored(plan.from);
   const newLayout = layoutFromStored(plan.to);
-  const map = cellMapping(oldLayout, newLayout);
   const tmp = hiddenSibling(dir, "migrating");
   const backup = hiddenSibling(dir, "old");
   const dims = newLayout.dims;
@@ -249,11 +274,15 @@ export function migrateStore(
       const size = itemSize(spec.dtype);
       const pattern = fillPattern(spec);
       const target = new Uint8Array(newLayout.trackingCellCount * size);
-      if (pattern.some((b) => b !== 0)) {
-        for (let i = 0; i < target.length; i += size) target.set(pattern, i);
-      }
+      fillWithPattern(target, pattern);
       const source = readChunk(dir, name, oldLayout.dims);
-      if (source !== null) copyCells(source, target, size, map);
+      if (source !== null) {
+        const runs = plan.runs;
+        for (let i = 0; i < runs.length; i += 3) {
+          const o = runs[i]! * size;
+          target.set(source.subarray(o, o + runs[i + 2]! * size), runs[i + 1]! * size);
+        }
+      }
       const chunk = path.join(tmp, name, chunkKey(dims));
       fs.mkdirSync(path.dirname(chunk), { recursive: true });
       fs.writeFileSync(chunk, target);
@@ -274,6 +303,7 @@ export function migrateStore(
       done_kept: plan.doneKept,
       done_dropped: plan.doneDropped,
       host: os.hostname(),
+      blockwise_version: VERSION,
       pid: process.pid,
     });
     const lock = path.join(dir, LOCK_FILE);
@@ -316,11 +346,24 @@ export function recoverInterruptedMigration(dir: string): string | null {
   if (leftovers.length === 0) return null;
   const live = leftovers.some((n) => {
     const holder = readStoreLock(path.join(parent, n));
-    return holder !== null && isHolderAlive(holder) !== false;
+    if (holder === null) return false;
+    if (holder.pid === process.pid && holder.host === os.hostname()) return false;
+    return isHolderAlive(holder) !== false;
   });
   if (live) return null;
   const notices: string[] = [];
   const backups = leftovers.filter((n) => n.startsWith(`.${base}.old-`)).sort();
+  if (fs.existsSync(dir) && backups.length > 0 && lastRunRecord(dir)?.["kind"] !== "migration") {
+    // A backup beside a store that is not the result of a migration: do not guess which holds
+    // the marks the user wants.
+    throw new StoreError(
+      `Tracking store ${dir} has a leftover migration backup ${
+        path.join(parent, backups.at(-1)!)
+      } beside it, but the store is not the result of that migration. Keep the one you want: ` +
+        `remove the other, or move the backup to ${dir} after removing ${dir}`,
+      dir,
+    );
+  }
   if (!fs.existsSync(dir) && backups.length > 0) {
     fs.renameSync(path.join(parent, backups.at(-1)!), dir);
     notices.push(

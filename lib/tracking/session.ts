@@ -205,7 +205,11 @@ export class TrackingSession {
   }
 
   /** Flush, close and unlock every store; append the run record when the run finished. */
-  close(result: RunResult | null, exitCode: number | null): void {
+  close(
+    result: RunResult | null,
+    exitCode: number | null,
+    skipMask: (task: number) => { source: string; skipped: number } | null = () => null,
+  ): void {
     if (this.closed) return;
     this.closed = true;
     if (this.timer !== null) clearInterval(this.timer);
@@ -214,7 +218,10 @@ export class TrackingSession {
       if (tracked === null || tracked === undefined) continue;
       try {
         tracked.store.flush();
-        appendRunRecord(tracked.store.path, this.runRecord(t, result, exitCode));
+        appendRunRecord(tracked.store.path, {
+          ...this.runRecord(t, result, exitCode),
+          skip_mask: skipMask(t),
+        });
       } finally {
         tracked.store.close();
         tracked.lock.release();

@@ -32,7 +32,13 @@ import {
   storedLayoutOf,
 } from "./store_layout.ts";
 import { taskHash } from "./task_hash.ts";
-import { migrateStore, migrationRefusal, planMigration } from "./migrate.ts";
+import {
+  fillWithPattern,
+  migrateStore,
+  migrationRefusal,
+  planMigration,
+  recoverInterruptedMigration,
+} from "./migrate.ts";
 
 export interface StoreAttributes {
   readonly format: string;
@@ -79,9 +85,7 @@ function writeArray(groupDir: string, spec: TrackingArraySpec, shape: readonly n
   const cells = shape.reduce((a, b) => a * b, 1);
   const pattern = fillPattern(spec);
   const bytes = new Uint8Array(cells * pattern.length);
-  if (pattern.some((b) => b !== 0)) {
-    for (let i = 0; i < bytes.length; i += pattern.length) bytes.set(pattern, i);
-  }
+  fillWithPattern(bytes, pattern);
   fs.writeFileSync(chunk, bytes);
   writeJsonAtomic(path.join(dir, "zarr.json"), arrayMetadata(spec, shape));
 }
@@ -178,6 +182,8 @@ export class TrackingStore {
       resource_tracking: options.resourceTracking,
       created_by: `blockwise ${VERSION}`,
     };
+    const recovered = recoverInterruptedMigration(abs);
+    if (recovered !== null) options.onNotice?.(recovered);
     let created = false;
     let attributes: StoreAttributes;
     if (
@@ -204,7 +210,13 @@ export class TrackingStore {
           ...expected,
           resource_tracking: verdict.stored.resource_tracking ?? false,
         };
-        migrateStore(abs, plan, groupMetadata(migrated));
+        if (plan.grownAxes.length === 0) {
+          // Same blocks at the same cells (e.g. read and write ROIs moved together): only the
+          // recorded hash and parameters change.
+          writeJsonAtomic(path.join(abs, "zarr.json"), groupMetadata(migrated));
+        } else {
+          migrateStore(abs, plan, groupMetadata(migrated));
+        }
         options.onNotice?.(
           `Task "${options.taskId}": tracking store ${abs} migrated in place: ${plan.grew}; kept ${plan.doneKept} of ${plan.doneBefore} done blocks` +
             (plan.doneDropped > 0

@@ -1,0 +1,179 @@
+/**
+ * `blockwise status PATH [--json] [--map] [--axis A] [--slice N]`: what the tracking stores say,
+ * read without the lock and without mmap (lib/tracking/inspect.ts), so it answers while a run
+ * holds a store.
+ *
+ * PATH is one task's store or a tracking directory (every store in it). `--json` prints
+ * `{"stores": [StoreReport, ...]}` (schema in lib/tracking/inspect.ts). `--map` draws each
+ * task's block grid (lib/tracking/grid_map.ts); `--axis` / `--slice` choose the projection or
+ * slice of a 3-D or larger grid and imply `--map`.
+ *
+ * Exit codes: 0 whatever the blocks' states; 2 when PATH does not exist or `--axis` / `--slice`
+ * is out of range; 3 when PATH is not a store or a tracking directory, or a store's metadata or
+ * chunk files cannot be read.
+ */
+
+import process from "node:process";
+import { InvalidArgumentError } from "commander";
+import { roiToString } from "../geometry/mod.ts";
+import { formatBytes } from "../report/utilization.ts";
+import { formatCount, formatShape } from "../report/table.ts";
+import { renderGridMap } from "../tracking/grid_map.ts";
+import { findStores, inspectStoreStates, type StoreReport } from "../tracking/inspect.ts";
+import { LineWriter } from "./output.ts";
+
+export interface StatusOptions {
+  readonly json?: boolean;
+  readonly map?: boolean;
+  readonly axis?: number;
+  readonly slice?: number;
+}
+
+/** Commander parser for `--axis` / `--slice`: a whole number >= 0. */
+export function parseIndexOption(value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isSafeInteger(n) || n < 0) {
+    throw new InvalidArgumentError(`expected a whole number >= 0, got "${value}"`);
+  }
+  return n;
+}
+
+function plural(n: number, word: string): string {
+  return `${formatCount(n)} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function seconds(s: number): string {
+  if (s < 1) return `${(s * 1000).toFixed(s < 0.01 ? 2 : 1)} ms`;
+  if (s < 120) return `${s.toFixed(2)} s`;
+  const m = Math.floor(s / 60);
+  if (m < 120) return `${m} min ${Math.round(s - m * 60)} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+/** The human lines for one store. */
+export function formatStoreReport(r: StoreReport): string[] {
+  const lines: string[] = [];
+  const field = (name: string, text: string) => lines.push(`  ${name.padEnd(10)} ${text}`);
+  lines.push(`task "${r.task}"  ${r.path}`);
+  const grids = formatShape(r.block_grid_shape) === formatShape(r.grid_shape)
+    ? `block grid ${formatShape(r.block_grid_shape)}`
+    : `block grid ${formatShape(r.block_grid_shape)}, tracking grid ${formatShape(r.grid_shape)}`;
+  field(
+    "blocks",
+    `${formatCount(r.blocks)} (${grids})` +
+      (r.untracked_blocks > 0 ? `, plus ${formatCount(r.untracked_blocks)} not tracked` : ""),
+  );
+  field("done", `${formatCount(r.done)} (${r.percent_done.toFixed(2)}%)`);
+  field(
+    "failed",
+    `${formatCount(r.failed)}` +
+      (r.failed_attempts > 0 ? ` (${plural(r.failed_attempts, "failed attempt")} in all)` : ""),
+  );
+  field("pending", formatCount(r.pending));
+  let runs = r.runs === 0 ? "none recorded" : formatCount(r.runs);
+  const last = r.last_run;
+  if (last !== null) {
+    const parts = [
+      last.started_at === null ? null : `started ${last.started_at}`,
+      last.seconds === null ? null : `took ${seconds(last.seconds)}`,
+      last.outcome,
+      last.exit_code === null ? null : `exit ${last.exit_code}`,
+    ].filter((p): p is string => p !== null);
+    runs += `; last: ${parts.join(", ")}`;
+  }
+  if (r.torn_lines > 0) runs += ` (${plural(r.torn_lines, "torn line")} in runs.jsonl skipped)`;
+  field("runs", runs);
+  if (r.lock === null) {
+    field("lock", "free");
+  } else {
+    const l = r.lock;
+    const state = l.alive === true
+      ? "running"
+      : l.alive === false
+      ? "not running: stale, the next run takes it over"
+      : "on another host, cannot check";
+    field(
+      "lock",
+      `held by pid ${l.pid} on ${l.host} since ${l.started_at} (${state}): ${l.command}`,
+    );
+  }
+  const layout = r.layout;
+  field(
+    "layout",
+    `total ${roiToString(layout.total_roi)}, read ${roiToString(layout.read_roi)}, write ${
+      roiToString(layout.write_roi)
+    }, fit ${layout.fit}`,
+  );
+  if (r.resources === null) {
+    field("resources", "not tracked (run with --resource-tracking to record them)");
+  } else {
+    const x = r.resources;
+    field(
+      "resources",
+      `${plural(x.blocks_measured, "block")} measured: wall ${seconds(x.wall_seconds_total)}` +
+        (x.wall_seconds_mean === null ? "" : ` (mean ${seconds(x.wall_seconds_mean)})`) +
+        `, CPU ${seconds(x.cpu_seconds_total)}` +
+        (x.peak_rss_bytes_max === null ? "" : `, peak RSS ${formatBytes(x.peak_rss_bytes_max)}`) +
+        `, read ${formatBytes(x.io_read_bytes_total)}, written ${
+          formatBytes(x.io_write_bytes_total)
+        }`,
+    );
+    if (x.first_sent_at !== null || x.last_returned_at !== null) {
+      field(
+        "",
+        `first block sent ${x.first_sent_at ?? "?"}, last returned ${x.last_returned_at ?? "?"}`,
+      );
+    }
+  }
+  return lines;
+}
+
+export async function statusCommand(target: string, options: StatusOptions): Promise<number> {
+  const stores = findStores(target);
+  const map = options.map === true || options.axis !== undefined || options.slice !== undefined;
+  const inspections = stores.map((s) => inspectStoreStates(s));
+  const out = new LineWriter();
+  if (options.json) {
+    await out.line(JSON.stringify({ stores: inspections.map((i) => i.report) }, null, 2));
+    await out.flush();
+    return 0;
+  }
+  // Render every map first, so a bad --axis/--slice fails before anything is printed.
+  const color = process.stdout.isTTY === true && process.env["NO_COLOR"] === undefined;
+  const width = Math.max(20, (process.stdout.isTTY ? process.stdout.columns : undefined) ?? 80);
+  const maps = inspections.map((i) =>
+    map
+      ? renderGridMap(
+        { block_grid_shape: i.report.block_grid_shape, states: i.states },
+        {
+          width: width - 2,
+          color,
+          ...(options.axis === undefined ? {} : { axis: options.axis }),
+          ...(options.slice === undefined ? {} : { slice: options.slice }),
+        },
+      )
+      : null
+  );
+  if (stores.length > 1) {
+    const total = inspections.reduce((n, i) => n + i.report.blocks, 0);
+    const done = inspections.reduce((n, i) => n + i.report.done, 0);
+    const failed = inspections.reduce((n, i) => n + i.report.failed, 0);
+    await out.line(
+      `${plural(stores.length, "tracking store")}: ${formatCount(done)}/${
+        formatCount(total)
+      } blocks done, ${formatCount(failed)} failed`,
+    );
+    await out.line("");
+  }
+  for (let i = 0; i < inspections.length; i++) {
+    if (i > 0) await out.line("");
+    for (const line of formatStoreReport(inspections[i]!.report)) await out.line(line);
+    const m = maps[i];
+    if (m !== null && m !== undefined) {
+      await out.line("");
+      for (const line of m.split("\n")) await out.line(`  ${line}`);
+    }
+  }
+  await out.flush();
+  return 0;
+}
