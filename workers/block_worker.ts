@@ -15,7 +15,7 @@ import {
   StatusSlot,
   type ToWorker,
 } from "../lib/execute/worker_protocol.ts";
-import { ioBytes, peakRssBytes, threadCpuSeconds } from "../lib/runtime/usage.ts";
+import { peakRssBytes, threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<ToWorker>) => void) | null;
@@ -41,6 +41,7 @@ let layout: TaskLayout | null = null;
 let processBlock: ((block: unknown, context: unknown) => unknown) | null = null;
 let context: unknown;
 let status: Float64Array | null = null;
+let meter: ThreadMeter | null = null;
 let stopping = false;
 
 const queue: number[] = [];
@@ -97,6 +98,7 @@ async function initialise(message: InitMessage): Promise<void> {
   init = message;
   status = new Float64Array(message.status);
   layout = new TaskLayout(message.layout);
+  if (message.measure) meter = new ThreadMeter();
   captureOutput();
   try {
     const module = await import(message.pipelineUrl) as { default?: { tasks?: unknown } };
@@ -149,6 +151,9 @@ async function drain(): Promise<void> {
   const measure = init!.measure;
   const s = status!;
   const taskId = init!.taskId;
+  // Counters are read once between consecutive blocks: the end of one is the start of the next.
+  let cpu0 = measure ? meter!.cpuSeconds() : 0;
+  let io0 = measure ? meter!.io() : null;
   while (queueHead < queue.length) {
     if (s[StatusSlot.Recall] === 1) {
       handBack();
@@ -157,8 +162,6 @@ async function drain(): Promise<void> {
     const position = queue[queueHead++]!;
     const attempt = queue[queueHead++]!;
     const block = makeBlock(taskId, layout!, position, attempt);
-    const cpu0 = measure ? threadCpuSeconds() : 0;
-    const io0 = measure ? ioBytes(true) : null;
     const t0 = performance.now();
     s[StatusSlot.Position] = position;
     s[StatusSlot.StartedAt] = Date.now();
@@ -175,15 +178,18 @@ async function drain(): Promise<void> {
     s[StatusSlot.BlocksDone]! += 1;
     let figures: number[] = [];
     if (measure) {
-      const io1 = ioBytes(true);
+      const cpu1 = meter!.cpuSeconds();
+      const io1 = meter!.io();
       figures = [
         seconds,
-        threadCpuSeconds() - cpu0,
+        cpu1 - cpu0,
         peakRssBytes(),
         io1.read - io0!.read,
         io1.write - io0!.write,
         Date.now() / 1000,
       ];
+      cpu0 = cpu1;
+      io0 = io1;
     }
     if (error === null) {
       done.push(position);
@@ -201,6 +207,7 @@ async function drain(): Promise<void> {
       flush();
     }
   }
+  if (s[StatusSlot.Recall] === 1) handBack();
   queue.length = 0;
   queueHead = 0;
   flush();
@@ -215,10 +222,10 @@ function handBack(): void {
   queue.length = 0;
   queueHead = 0;
   flush();
-  if (positions.length > 0) {
-    const array = Float64Array.from(positions);
-    post({ kind: "returned", positions: array }, [array.buffer]);
-  }
+  const array = Float64Array.from(positions);
+  post({ kind: "returned", positions: array }, [array.buffer]);
+  // Answered: the next recall sets the flag again.
+  status![StatusSlot.Recall] = 0;
 }
 
 scope.onmessage = (event: MessageEvent<ToWorker>) => {

@@ -19,7 +19,6 @@ import { formatUtilization } from "../report/utilization.ts";
 import type { Resources } from "../schedule/mod.ts";
 import { exitCodeForOutcome, type RunOutcome } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
-import { usageFromFigures } from "../execute/worker_protocol.ts";
 import type { MmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import type { SkipReason } from "../schedule/mod.ts";
@@ -103,9 +102,9 @@ export async function runPipeline(
   });
   const recorder: BlockRecorder = {
     succeeded: (t, p, sent, returned, worker, figures) =>
-      tracking.succeeded(t, p, sent, returned, worker, usageFromFigures(figures)),
+      tracking.succeeded(t, p, sent, returned, worker, figures),
     failed: (t, p, sent, returned, worker, figures) =>
-      tracking.failed(t, p, sent, returned, worker, usageFromFigures(figures)),
+      tracking.failed(t, p, sent, returned, worker, figures),
   };
   for (let t = 0; t < masks.length; t++) {
     const mask = masks[t];

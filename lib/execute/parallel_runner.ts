@@ -315,6 +315,7 @@ class ParallelRun implements ExecutorEvents {
     for (const task of this.tasks) {
       for (const executor of task.executors) this.fill(executor);
     }
+    this.rebalanceHeld();
     this.retireIdle();
     this.checkAbandonment();
     if (this.scheduler.isFinished()) {
@@ -421,9 +422,21 @@ class ParallelRun implements ExecutorEvents {
     const free = executor.window - executor.inFlight.size;
     // Batch: wait until half the window is free, unless the executor is idle.
     if (free <= 0 || (executor.inFlight.size > 0 && free < executor.window / 2)) return;
+    // While sibling executors are starting or idle, take only a fair share of what is ready, so
+    // a window grown on fast blocks does not hoard slow ones.
+    let limit = free;
+    let waiting = 0;
+    for (const e of this.tasks[t]!.executors) {
+      if (e !== executor && (e.state === "starting" || e.inFlight.size === 0)) waiting++;
+    }
+    if (waiting > 0) {
+      const ready = this.scheduler.readyCount(t) + this.tasks[t]!.checked.length;
+      const held = executor.inFlight.size;
+      limit = Math.min(free, Math.max(1, Math.ceil((ready + held) / (waiting + 1)) - held));
+    }
     const batch: number[] = [];
     const now = Date.now();
-    while (batch.length < free * 2) {
+    while (batch.length < limit * 2) {
       const position = this.nextBlock(t);
       if (position < 0) break;
       const attempt = this.scheduler.attemptOf(t, position);
@@ -582,10 +595,28 @@ class ParallelRun implements ExecutorEvents {
       if (task.executors.size === 0) continue;
       const s = this.scheduler.snapshot(t);
       if (s.ready > 0 || s.pending > 0 || task.checked.length > 0) continue;
+      // Keep idle executors while a sibling holds unstarted blocks they can take over.
+      if ([...task.executors].some((e) => e.inFlight.size > 2)) continue;
       for (const executor of [...task.executors]) {
         if (executor.inFlight.size === 0 && executor.state === "ready") {
           this.retire(executor, "clean");
         }
+      }
+    }
+  }
+
+  /**
+   * An executor sits idle while nothing is ready but a sibling holds several unstarted blocks
+   * (its window grew on fast blocks, then blocks turned slow): recall them so they spread.
+   */
+  private rebalanceHeld(): void {
+    for (let t = 0; t < this.tasks.length; t++) {
+      const task = this.tasks[t]!;
+      if (task.executors.size < 2 || this.scheduler.readyCount(t) > 0) continue;
+      const idle = [...task.executors].some((e) => e.state === "ready" && e.inFlight.size === 0);
+      if (!idle) continue;
+      for (const executor of task.executors) {
+        if (executor.inFlight.size > 2) executor.recall();
       }
     }
   }

@@ -72,7 +72,12 @@ export class WorkerExecutor implements Executor {
     return this.status[StatusSlot.Running] === 1 ? this.status[StatusSlot.StartedAt]! : Number.NaN;
   }
 
+  private recalling = false;
+
+  /** At most one recall at a time; the worker answers with `returned` (maybe empty). */
   recall(): void {
+    if (this.recalling) return;
+    this.recalling = true;
     this.status[StatusSlot.Recall] = 1;
   }
 
@@ -123,6 +128,7 @@ export class WorkerExecutor implements Executor {
         this.events.output(this, message.stream, message.text);
         break;
       case "returned":
+        this.recalling = false;
         this.events.returned(this, message.positions);
         break;
       case "closing":

@@ -17,8 +17,8 @@ import { VERSION } from "../version.ts";
 import { acquireStoreLock, type StoreLock } from "./lock.ts";
 import { appendRunRecord } from "./runs_log.ts";
 import { TrackingStore } from "./store.ts";
-import { recoverInterruptedMigration } from "./migrate.ts";
 import type { BlockUsage } from "../execute/worker_protocol.ts";
+import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
 
 export interface TrackingOptions {
@@ -173,13 +173,13 @@ export class TrackingSession {
     sentAt: number,
     returnedAt: number,
     workerId: number,
-    usage: BlockUsage | null,
+    figures: BlockUsage | ArrayLike<number> | null,
   ): void {
     const store = this.store(task);
     if (store === null) return;
     const cell = this.layouts[task]!.trackingCellOf(position);
     if (cell < 0) return;
-    store.recordBlock(cell, sentAt, returnedAt, workerId, usage);
+    store.recordBlock(cell, sentAt, returnedAt, workerId, figures);
     store.markDone(cell);
   }
 
@@ -190,14 +190,14 @@ export class TrackingSession {
     sentAt: number,
     returnedAt: number,
     workerId: number,
-    usage: BlockUsage | null,
+    figures: BlockUsage | ArrayLike<number> | null,
   ): void {
     const store = this.store(task);
     if (store === null) return;
     const cell = this.layouts[task]!.trackingCellOf(position);
     if (cell < 0) return;
     store.addFailure(cell);
-    store.recordBlock(cell, sentAt, returnedAt, workerId, usage);
+    store.recordBlock(cell, sentAt, returnedAt, workerId, figures);
   }
 
   flush(): void {

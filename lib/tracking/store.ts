@@ -15,7 +15,14 @@ import type { TaskLayout } from "../blocks/mod.ts";
 import { StoreError } from "../errors.ts";
 import { type MappedFile, type MmapKind, openMapped } from "../runtime/mod.ts";
 import { VERSION } from "../version.ts";
-import type { BlockUsage } from "../execute/worker_protocol.ts";
+import { type BlockUsage, Usage, USAGE_FIELDS } from "../execute/worker_protocol.ts";
+
+/** Store a non-negative integer below 2^53 as a little-endian uint64 without a BigInt. */
+function setUint64(words: Uint32Array, cell: number, value: number): void {
+  const v = value > 0 ? Math.round(value) : 0;
+  words[2 * cell] = v % 0x1_0000_0000;
+  words[2 * cell + 1] = Math.floor(v / 0x1_0000_0000);
+}
 import {
   arrayMetadata,
   chunkKey,
@@ -112,9 +119,9 @@ export class TrackingStore {
   readonly failures: Uint32Array;
   private readonly wall: Float32Array | null;
   private readonly cpu: Float32Array | null;
-  private readonly rss: BigUint64Array | null;
-  private readonly ioRead: BigUint64Array | null;
-  private readonly ioWrite: BigUint64Array | null;
+  private readonly rss32: Uint32Array | null;
+  private readonly ioRead32: Uint32Array | null;
+  private readonly ioWrite32: Uint32Array | null;
   private readonly workerId: Uint32Array | null;
   private readonly sentAt: Float64Array | null;
   private readonly returnedAt: Float64Array | null;
@@ -153,9 +160,11 @@ export class TrackingStore {
     const rt = options.resourceTracking;
     this.wall = rt ? typed("wall_seconds", Float32Array) : null;
     this.cpu = rt ? typed("cpu_seconds", Float32Array) : null;
-    this.rss = rt ? typed("peak_rss_bytes", BigUint64Array) : null;
-    this.ioRead = rt ? typed("io_read_bytes", BigUint64Array) : null;
-    this.ioWrite = rt ? typed("io_write_bytes", BigUint64Array) : null;
+    // uint64 arrays are written as pairs of 32-bit words (little-endian host, checked by
+    // openMapped's typed views), which avoids a BigInt per value on the hot path.
+    this.rss32 = rt ? typed("peak_rss_bytes", Uint32Array) : null;
+    this.ioRead32 = rt ? typed("io_read_bytes", Uint32Array) : null;
+    this.ioWrite32 = rt ? typed("io_write_bytes", Uint32Array) : null;
     this.workerId = rt ? typed("worker_id", Uint32Array) : null;
     this.sentAt = rt ? typed("sent_at", Float64Array) : null;
     this.returnedAt = rt ? typed("returned_at", Float64Array) : null;
@@ -273,18 +282,30 @@ export class TrackingStore {
     sentAt: number,
     returnedAt: number,
     workerId: number,
-    usage: BlockUsage | null,
+    usage: BlockUsage | ArrayLike<number> | null,
   ): void {
     if (this.sentAt === null) return;
     this.sentAt[cell] = sentAt / 1000;
     this.returnedAt![cell] = returnedAt / 1000;
     this.workerId![cell] = workerId < 0 ? WORKER_NONE : workerId;
     if (usage === null) return;
-    this.wall![cell] = usage.wallSeconds;
-    this.cpu![cell] = usage.cpuSeconds;
-    this.rss![cell] = BigInt(Math.max(0, Math.round(usage.peakRssBytes)));
-    this.ioRead![cell] = BigInt(Math.max(0, Math.round(usage.ioReadBytes)));
-    this.ioWrite![cell] = BigInt(Math.max(0, Math.round(usage.ioWriteBytes)));
+    // The run loop passes the worker's figures as they arrived (`Usage` order), tests and tools
+    // may pass a `BlockUsage`.
+    const u = "length" in usage
+      ? usage.length < USAGE_FIELDS ? null : {
+        wallSeconds: usage[Usage.WallSeconds]!,
+        cpuSeconds: usage[Usage.CpuSeconds]!,
+        peakRssBytes: usage[Usage.PeakRssBytes]!,
+        ioReadBytes: usage[Usage.IoReadBytes]!,
+        ioWriteBytes: usage[Usage.IoWriteBytes]!,
+      }
+      : usage;
+    if (u === null) return;
+    this.wall![cell] = u.wallSeconds;
+    this.cpu![cell] = u.cpuSeconds;
+    setUint64(this.rss32!, cell, u.peakRssBytes);
+    setUint64(this.ioRead32!, cell, u.ioReadBytes);
+    setUint64(this.ioWrite32!, cell, u.ioWriteBytes);
   }
 
   /** How many of the task's blocks are marked done. */
