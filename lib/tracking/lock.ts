@@ -209,8 +209,36 @@ function refusal(storeDir: string, lockPath: string, holder: LockHolder): StoreE
   );
 }
 
-/** Create the lock file with O_EXCL holding `text`; false when it exists already. */
+/**
+ * Create `lockPath` holding `text`, atomically and never empty: the text goes to a temporary
+ * file first, which is then hard-linked to the lock's name (the link fails when the lock
+ * exists). A run killed at any moment leaves either no lock or a complete one. Falls back to an
+ * exclusive create where the filesystem has no hard links.
+ */
 function tryCreate(storeDir: string, lockPath: string, text: string): boolean {
+  const tmp = `${lockPath}.${process.pid}.${Math.random().toString(36).slice(2)}.new`;
+  try {
+    fs.writeFileSync(tmp, text, { flag: "wx", mode: 0o644 });
+    fs.linkSync(tmp, lockPath);
+    return true;
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === "EEXIST") return false;
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "EXDEV") {
+      throw new StoreError(
+        `Cannot create the lock file ${lockPath} for tracking store ${storeDir}: ${
+          messageOf(error)
+        }. Check that the folder is writable.`,
+        storeDir,
+      );
+    }
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+  return tryCreateExclusive(storeDir, lockPath, text);
+}
+
+function tryCreateExclusive(storeDir: string, lockPath: string, text: string): boolean {
   let fd: number;
   try {
     fd = fs.openSync(lockPath, "wx", 0o644);
@@ -250,20 +278,14 @@ function takeOver(
   text: string,
 ): TakeoverResult {
   const guard = `${lockPath}.takeover`;
-  let guardFd: number;
-  try {
-    guardFd = fs.openSync(guard, "wx", 0o644);
-  } catch (error) {
-    if (errorCode(error) !== "EEXIST") {
-      throw new StoreError(
-        `Cannot take over the stale lock ${lockPath} of tracking store ${storeDir}: ${
-          messageOf(error)
-        }`,
-        storeDir,
-      );
-    }
+  // The guard names its holder (written atomically like the lock), so a guard left by a run
+  // killed mid-takeover is recognised as stale at once instead of blocking for a while.
+  if (!tryCreate(storeDir, guard, text)) {
     try {
-      if (Date.now() - fs.statSync(guard).mtimeMs > GUARD_STALE_MS) {
+      const holder = parseHolder(fs.readFileSync(guard, "utf8"));
+      const dead = holder !== null && holder.host === os.hostname() && holder.pid !== process.pid &&
+        isHolderAlive(holder) === false;
+      if (dead || Date.now() - fs.statSync(guard).mtimeMs > GUARD_STALE_MS) {
         fs.rmSync(guard, { force: true });
         return "changed";
       }
@@ -273,7 +295,6 @@ function takeOver(
     }
     return "busy";
   }
-  fs.closeSync(guardFd);
   const tmp = `${lockPath}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
   try {
     const current = readLockFile(storeDir, lockPath);
@@ -365,7 +386,7 @@ export function acquireStoreLock(
         ? `its lock file ${lockPath} is ${
           state.raw.trim() === "" ? "empty" : "not a valid lock"
         } and was written ${
-          now - state.modified_ms
+          Math.round(now - state.modified_ms)
         } ms ago, so another run is probably creating it right now`
         : `another run is taking over its stale lock right now (${LOCK_FILE}.takeover exists)`;
     }
@@ -375,9 +396,11 @@ export function acquireStoreLock(
       continue;
     }
     throw new StoreError(
-      `Tracking store ${storeDir} is being locked by another run: ${busy}. Try again in a few seconds; a lock file left empty by a crash is taken over automatically once it is ${
+      `Tracking store ${storeDir} is being locked by another run: ${busy}. Try again in a few seconds; a lock file left empty is taken over automatically once it is ${
         CORRUPT_STALE_MS / 1000
-      } s old, or remove ${lockPath} if no other run uses this store.`,
+      } s old (a takeover guard after ${
+        GUARD_STALE_MS / 1000
+      } s, or at once when its run is gone), or remove ${lockPath} if no other run uses this store.`,
       storeDir,
     );
   }

@@ -236,7 +236,13 @@ export class TrackingStore {
       } else {
         attributes = verdict;
       }
-      if (options.resourceTracking) addMissingArrays(abs, layout.trackingShape);
+      if (options.resourceTracking) {
+        addMissingArrays(abs, layout.trackingShape);
+        if (attributes.resource_tracking !== true) {
+          attributes = { ...attributes, resource_tracking: true };
+          writeJsonAtomic(path.join(abs, "zarr.json"), groupMetadata(attributes));
+        }
+      }
     }
     const files = new Map<string, MappedFile>();
     try {
