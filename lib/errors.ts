@@ -27,3 +27,19 @@ export class StoreError extends Error {
     super(message);
   }
 }
+
+/** The message of a thrown value, whatever was thrown. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** The `code` of a Node-style system error (`ENOENT`, `EEXIST`, ...), if any. */
+export function errorCode(error: unknown): string | undefined {
+  if (typeof error !== "object" || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" ? code : undefined;
+}
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}

@@ -155,7 +155,7 @@ async function drain(): Promise<void> {
   let cpu0 = measure ? meter!.cpuSeconds() : 0;
   let io0 = measure ? meter!.io() : null;
   while (queueHead < queue.length) {
-    if (s[StatusSlot.Recall] === 1) {
+    if (s[StatusSlot.Recall] === 1 || s[StatusSlot.Stop] === 1) {
       handBack();
       break;
     }
@@ -207,7 +207,7 @@ async function drain(): Promise<void> {
       flush();
     }
   }
-  if (s[StatusSlot.Recall] === 1) handBack();
+  if (s[StatusSlot.Recall] === 1 || s[StatusSlot.Stop] === 1) handBack();
   queue.length = 0;
   queueHead = 0;
   flush();
@@ -237,8 +237,9 @@ scope.onmessage = (event: MessageEvent<ToWorker>) => {
     case "blocks": {
       const b = message.blocks;
       for (let i = 0; i < b.length; i++) queue.push(b[i]!);
-      if (status![StatusSlot.Recall] === 1 && !draining) handBack();
-      else void drain();
+      if ((status![StatusSlot.Recall] === 1 || status![StatusSlot.Stop] === 1) && !draining) {
+        handBack();
+      } else void drain();
       break;
     }
     case "stop":

@@ -26,7 +26,7 @@
 import * as os from "node:os";
 import process from "node:process";
 import * as readline from "node:readline";
-import { InputError, StoreError } from "../errors.ts";
+import { InputError, messageOf, StoreError } from "../errors.ts";
 import type { Roi } from "../geometry/mod.ts";
 import { type MappedFile, openMapped } from "../runtime/mod.ts";
 import { fillPattern, itemSize, type TrackingArraySpec } from "../tracking/arrays.ts";
@@ -118,10 +118,6 @@ interface Plan {
 
 function plural(n: number, word: string): string {
   return `${formatCount(n)} ${word}${n === 1 ? "" : "s"}`;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function closeFiles(plan: { files: Map<string, MappedFile> }): void {

@@ -13,6 +13,7 @@
  * at once.
  */
 
+import { isRecord } from "../errors.ts";
 import {
   closeSync,
   fstatSync,
@@ -288,10 +289,6 @@ export function ensureGroup(
   attributes: Readonly<Record<string, unknown>> = {},
 ): boolean {
   return writeFileIfMissing(join(dir, "zarr.json"), groupJson(attributes));
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function intArray(value: unknown): number[] | null {

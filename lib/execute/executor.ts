@@ -48,8 +48,11 @@ export interface Executor {
   runningPosition(): number;
   /** `Date.now()` when the running block started, or NaN. */
   runningSince(): number;
-  /** Hand back the blocks it has not started (the run is stopping); `returned` reports them. */
-  recall(): void;
+  /**
+   * Hand back the blocks it has not started; `returned` reports them. `final` (the run is
+   * stopping) also makes it start nothing it is sent later.
+   */
+  recall(final?: boolean): void;
   /** Ask it to finish its blocks and exit. */
   stop(): void;
   /** End it now; no event fires afterwards. */

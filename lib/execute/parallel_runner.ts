@@ -246,8 +246,12 @@ class ParallelRun implements ExecutorEvents {
   returned(executor: Executor, positions: Float64Array): void {
     this.guard(() => {
       if (this.finished) return;
+      const task = this.tasks[executor.task]!;
       for (const position of positions) {
-        if (executor.inFlight.delete(position)) this.scheduler.requeue(executor.task, position);
+        if (!executor.inFlight.delete(position)) continue;
+        // Its `check` already said "run it": keep the answer instead of asking again.
+        if (task.config.check !== null) task.checked.push(position);
+        else this.scheduler.requeue(executor.task, position);
       }
       this.pump();
     });
@@ -269,7 +273,7 @@ class ParallelRun implements ExecutorEvents {
     this.stopReason = reason;
     this.stopDeadline = Date.now() + (this.options.graceSeconds ?? 30) * 1000;
     this.guard(() => {
-      for (const task of this.tasks) for (const executor of task.executors) executor.recall();
+      for (const task of this.tasks) for (const executor of task.executors) executor.recall(true);
       this.pump();
     });
   }
@@ -679,7 +683,12 @@ class ParallelRun implements ExecutorEvents {
   private finish(): void {
     if (this.finished) return;
     // Blocks still in flight after the grace period go back to the queue, so counters balance.
-    for (let t = 0; t < this.tasks.length; t++) this.retireAll(t);
+    for (let t = 0; t < this.tasks.length; t++) {
+      this.retireAll(t);
+      const checked = this.tasks[t]!.checked;
+      for (const position of checked) this.scheduler.requeue(t, position);
+      checked.length = 0;
+    }
     this.finished = true;
     this.teardown();
     if (this.stopReason === null) this.scheduler.assertBalanced();

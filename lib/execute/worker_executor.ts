@@ -75,7 +75,8 @@ export class WorkerExecutor implements Executor {
   private recalling = false;
 
   /** At most one recall at a time; the worker answers with `returned` (maybe empty). */
-  recall(): void {
+  recall(final = false): void {
+    if (final) this.status[StatusSlot.Stop] = 1;
     if (this.recalling) return;
     this.recalling = true;
     this.status[StatusSlot.Recall] = 1;

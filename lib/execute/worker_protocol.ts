@@ -122,7 +122,7 @@ export type FromWorker =
   | OutputMessage
   | ClosingMessage;
 
-export const STATUS_SLOTS = 5;
+export const STATUS_SLOTS = 6;
 export const enum StatusSlot {
   /** 1 while a block runs, 0 otherwise. */
   Running = 0,
@@ -132,4 +132,6 @@ export const enum StatusSlot {
   BlocksDone = 3,
   /** Set to 1 by the main thread: hand back every block not started yet (the run is stopping). */
   Recall = 4,
+  /** Set to 1 by the main thread when the run stops; never reset: nothing new is started. */
+  Stop = 5,
 }

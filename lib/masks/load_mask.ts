@@ -13,7 +13,7 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, dirname, resolve } from "node:path";
 import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
-import { InputError } from "../errors.ts";
+import { InputError, messageOf } from "../errors.ts";
 import { readNpyFile } from "./npy.ts";
 
 /** One byte per mask element (1 = nonzero), with where it came from. */
@@ -515,8 +515,4 @@ function throwNan(source: string, shape: readonly number[], flatIndex: number): 
       at.length > 1 ? `(${at.join(", ")})` : at[0]
     }). ${NAN_FIX}`,
   );
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -12,7 +12,7 @@
 
 import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
-import { InputError } from "../errors.ts";
+import { InputError, isRecord } from "../errors.ts";
 
 export type NpyDtype =
   | "bool"
@@ -322,10 +322,6 @@ function constructorOf(dtype: NpyDtype): NpyConstructor {
     case "float64":
       return Float64Array;
   }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 type PyValue = string | number | boolean | null | PyValue[] | { [key: string]: PyValue };

@@ -49,7 +49,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { type Fit, FITS, TaskLayout } from "../blocks/mod.ts";
-import { InputError, StoreError } from "../errors.ts";
+import { errorCode, InputError, isRecord, messageOf, StoreError } from "../errors.ts";
 import { chunkKey, itemSize, TRACKING_ARRAYS, type TrackingArraySpec } from "./arrays.ts";
 import { isHolderAlive, readStoreLock } from "./lock.ts";
 import { readRunRecords } from "./runs_log.ts";
@@ -134,20 +134,6 @@ export interface StoreMetadata {
 }
 
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" ? code : undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function rmHint(dir: string): string {
   return `If it is beyond repair, delete it to start fresh:\n    rm -rf ${dir}`;

@@ -29,7 +29,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import process from "node:process";
-import { StoreError } from "../errors.ts";
+import { errorCode, messageOf, StoreError } from "../errors.ts";
 
 /** The lock file's name inside a store folder. */
 export const LOCK_FILE = "blockwise.lock";
@@ -87,16 +87,6 @@ const CLOCK_SLACK_MS = 2_000;
 
 function lockPathOf(storeDir: string): string {
   return path.join(storeDir, LOCK_FILE);
-}
-
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" ? code : undefined;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function sleepSync(ms: number): void {

@@ -30,7 +30,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { StoreError } from "../errors.ts";
+import { errorCode, isRecord, messageOf, StoreError } from "../errors.ts";
 
 /** The log's file name inside a store folder. */
 export const RUNS_LOG_FILE = "runs.jsonl";
@@ -44,20 +44,6 @@ export interface RunRecords {
 
 function logPathOf(storeDir: string): string {
   return path.join(storeDir, RUNS_LOG_FILE);
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" ? code : undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Append one record as one line, first ending a torn last line left by a crash. */
