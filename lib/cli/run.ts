@@ -152,7 +152,11 @@ export async function runPipeline(
   events?.close();
   // The utilisation table first, so the summary's verdict is the last line on the terminal.
   let text = "";
-  if (result.utilization !== undefined) text += "\n" + formatUtilization(result.utilization) + "\n";
+  // A run that started no worker (fully resumed, everything skipped) has nothing to report.
+  const utilization = result.utilization;
+  if (utilization !== undefined && utilization.tasks.some((t) => t.workersSpawned > 0)) {
+    text += "\n" + formatUtilization(utilization) + "\n";
+  }
   text += "\n" + summaryText(result, color, code) + "\n";
   process.stderr.write(text);
   return code;

@@ -78,6 +78,7 @@ export function formatStoreReport(r: StoreReport): string[] {
       last.seconds === null ? null : `took ${seconds(last.seconds)}`,
       last.outcome,
       last.exit_code === null ? null : `exit ${last.exit_code}`,
+      last.tracking_io === null ? null : `store I/O ${last.tracking_io}`,
     ].filter((p): p is string => p !== null);
     runs += `; last: ${parts.join(", ")}`;
   }

@@ -29,7 +29,8 @@
  *   runs: number,                 // runs.jsonl records of kind "run"
  *   torn_lines: number,           // runs.jsonl lines that are not JSON objects (skipped)
  *   last_run: null | { started_at: string | null, ended_at: string | null,
- *                      seconds: number | null, outcome: string | null, exit_code: number | null },
+ *                      seconds: number | null, outcome: string | null, exit_code: number | null,
+ *                      tracking_io: string | null },   // the run's adapter: bun-ffi, deno-ffi, fs
  *   lock: null | { pid, host, started_at, command,   // the lock file's holder
  *                  alive: true | false | "unknown" },  // "unknown": holder on another host
  *   resource_tracking: boolean,   // the resource arrays are present
@@ -66,6 +67,8 @@ export interface LastRunReport {
   readonly seconds: number | null;
   readonly outcome: string | null;
   readonly exit_code: number | null;
+  /** How that run accessed the store: "bun-ffi" or "deno-ffi" (mmap), or "fs". */
+  readonly tracking_io: string | null;
 }
 
 export interface LockReport {
@@ -771,6 +774,7 @@ function inspect(dir: string, withStates: boolean): StoreInspection {
       seconds: numberOrNull(last["seconds"]),
       outcome: stringOrNull(last["outcome"]),
       exit_code: numberOrNull(last["exit_code"]),
+      tracking_io: stringOrNull(last["tracking_io"]),
     },
     lock: holder === null ? null : { ...holder, alive: isHolderAlive(holder) },
     resource_tracking: meta.resourceTracking,

@@ -271,6 +271,7 @@ export class TrackingSession {
       host: os.hostname(),
       pid: process.pid,
       pipeline: this.pipeline.path,
+      tracking_io: this.tracked[task]?.store.mmapKind ?? null,
       done_at_start: this.tracked[task]?.doneAtStart ?? 0,
       blocks: counters === undefined ? null : {
         total: counters.total,
