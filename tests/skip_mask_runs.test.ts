@@ -73,6 +73,12 @@ describe("skip masks in runs", () => {
     for (let i = 0; i < 24; i++) assert.equal(done[i], i % 3 === 0 ? 0 : 1, `cell ${i}`);
     const hash = JSON.parse(fs.readFileSync(path.join(tracking, "a", "zarr.json"), "utf8"))
       .attributes.blockwise.task_hash;
+    const status = await runCli(["status", path.join(tracking, "a"), "--json"]);
+    assert.equal(status.code, 0, describeRun(status));
+    assert.deepEqual(JSON.parse(status.stdout).stores[0].last_run.skip_mask, {
+      source: mask,
+      skipped,
+    });
 
     clearLog(log);
     const second = await runCli(runArgs(pipeline, tracking));

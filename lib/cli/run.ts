@@ -16,7 +16,7 @@ import { createRunConsole } from "../report/console_output.ts";
 import { createEventLog } from "../report/events.ts";
 import { formatExecutionSummary } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
-import type { Resources } from "../schedule/mod.ts";
+import { ResourceBudget, type Resources } from "../schedule/mod.ts";
 import { exitCodeForOutcome, type RunOutcome } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
 import type { MmapKind } from "../runtime/mod.ts";
@@ -51,6 +51,11 @@ export async function runPipeline(
   options: RunCommandOptions,
 ): Promise<number> {
   const graph = buildPipelineGraph(pipeline);
+  // Refuse a task that could never start a worker before any store is opened or written.
+  if (options.serial !== true) {
+    const budget = new ResourceBudget(options.resources ?? null);
+    for (const task of pipeline.tasks) budget.checkFits(task.id, task.requires);
+  }
   const masks = await loadRunMasks(
     pipeline,
     graph.layouts,

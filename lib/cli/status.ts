@@ -81,6 +81,11 @@ export function formatStoreReport(r: StoreReport): string[] {
       last.tracking_io === null ? null : `store I/O ${last.tracking_io}`,
     ].filter((p): p is string => p !== null);
     runs += `; last: ${parts.join(", ")}`;
+    if (last.skip_mask !== null) {
+      runs += `; its skip mask ${last.skip_mask.source} skipped ${
+        formatCount(last.skip_mask.skipped)
+      } blocks (not recorded)`;
+    }
   }
   if (r.torn_lines > 0) runs += ` (${plural(r.torn_lines, "torn line")} in runs.jsonl skipped)`;
   field("runs", runs);

@@ -30,7 +30,8 @@
  *   torn_lines: number,           // runs.jsonl lines that are not JSON objects (skipped)
  *   last_run: null | { started_at: string | null, ended_at: string | null,
  *                      seconds: number | null, outcome: string | null, exit_code: number | null,
- *                      tracking_io: string | null },   // the run's adapter: bun-ffi, deno-ffi, fs
+ *                      tracking_io: string | null,     // the run's adapter: bun-ffi, deno-ffi, fs
+ *                      skip_mask: null | { source: string, skipped: number } },  // that run's mask
  *   lock: null | { pid, host, started_at, command,   // the lock file's holder
  *                  alive: true | false | "unknown" },  // "unknown": holder on another host
  *   resource_tracking: boolean,   // the resource arrays are present
@@ -69,6 +70,8 @@ export interface LastRunReport {
   readonly exit_code: number | null;
   /** How that run accessed the store: "bun-ffi" or "deno-ffi" (mmap), or "fs". */
   readonly tracking_io: string | null;
+  /** The skip mask that run used (masked blocks are never recorded), or null. */
+  readonly skip_mask: { readonly source: string; readonly skipped: number } | null;
 }
 
 export interface LockReport {
@@ -775,6 +778,7 @@ function inspect(dir: string, withStates: boolean): StoreInspection {
       outcome: stringOrNull(last["outcome"]),
       exit_code: numberOrNull(last["exit_code"]),
       tracking_io: stringOrNull(last["tracking_io"]),
+      skip_mask: skipMaskOf(last["skip_mask"]),
     },
     lock: holder === null ? null : { ...holder, alive: isHolderAlive(holder) },
     resource_tracking: meta.resourceTracking,
@@ -782,4 +786,11 @@ function inspect(dir: string, withStates: boolean): StoreInspection {
     io: "fs",
   };
   return { report, states };
+}
+
+function skipMaskOf(value: unknown): { source: string; skipped: number } | null {
+  if (!isRecord(value)) return null;
+  const source = value["source"];
+  const skipped = value["skipped"];
+  return typeof source === "string" && typeof skipped === "number" ? { source, skipped } : null;
 }
