@@ -612,3 +612,25 @@ describe("loadPipeline()", () => {
     });
   });
 });
+
+describe("command placeholders", () => {
+  it("refuses an unknown placeholder, naming it and the known ones", () => {
+    const base = {
+      id: "export",
+      totalRoi: { offset: [0], shape: [10] },
+      readRoi: { offset: [0], shape: [5] },
+      writeRoi: { offset: [0], shape: [5] },
+    };
+    assert.throws(
+      () => validatePipeline({ tasks: [{ ...base, command: ["echo", "{write_ofset}"] }] }, "p.ts"),
+      (error: unknown) =>
+        error instanceof PipelineError && error.field === "command" &&
+        error.message.includes('"{write_ofset}"') && error.message.includes("{write_offset}"),
+    );
+    const ok = validatePipeline(
+      { tasks: [{ ...base, command: ["echo", "{write_offset}", "{{literal}}"] }] },
+      "p.ts",
+    );
+    assert.deepEqual(ok.tasks[0]!.command, ["echo", "{write_offset}", "{{literal}}"]);
+  });
+});
