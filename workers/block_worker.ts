@@ -180,21 +180,21 @@ async function drain(): Promise<void> {
     if (measure) {
       const cpu1 = meter!.cpuSeconds();
       const io1 = meter!.io();
-      figures = [
-        seconds,
-        cpu1 - cpu0,
-        peakRssBytes(),
-        io1.read - io0!.read,
-        io1.write - io0!.write,
-        Date.now() / 1000,
-      ];
+      const rss = peakRssBytes();
+      const readBytes = io1.read - io0!.read;
+      const writeBytes = io1.write - io0!.write;
+      // In `Usage` order; pushed straight into the batch on success (no array per block).
+      if (error === null) {
+        usage.push(seconds, cpu1 - cpu0, rss, readBytes, writeBytes, Date.now() / 1000);
+      } else {
+        figures = [seconds, cpu1 - cpu0, rss, readBytes, writeBytes, Date.now() / 1000];
+      }
       cpu0 = cpu1;
       io0 = io1;
     }
     if (error === null) {
       done.push(position);
       durations.push(seconds);
-      for (const f of figures) usage.push(f);
     } else {
       failed.push({ position, seconds, ...errorFields(error), usage: figures });
     }

@@ -295,23 +295,22 @@ export class TrackingStore {
     this.returnedAt![cell] = returnedAt / 1000;
     this.workerId![cell] = workerId < 0 ? WORKER_NONE : workerId;
     if (usage === null) return;
-    // The run loop passes the worker's figures as they arrived (`Usage` order), tests and tools
-    // may pass a `BlockUsage`.
-    const u = "length" in usage
-      ? usage.length < USAGE_FIELDS ? null : {
-        wallSeconds: usage[Usage.WallSeconds]!,
-        cpuSeconds: usage[Usage.CpuSeconds]!,
-        peakRssBytes: usage[Usage.PeakRssBytes]!,
-        ioReadBytes: usage[Usage.IoReadBytes]!,
-        ioWriteBytes: usage[Usage.IoWriteBytes]!,
-      }
-      : usage;
-    if (u === null) return;
-    this.wall![cell] = u.wallSeconds;
-    this.cpu![cell] = u.cpuSeconds;
-    setUint64(this.rss32!, cell, u.peakRssBytes);
-    setUint64(this.ioRead32!, cell, u.ioReadBytes);
-    setUint64(this.ioWrite32!, cell, u.ioWriteBytes);
+    // The run loop passes the worker's figures as they arrived (`Usage` order, read in place on
+    // the hot path); tests and tools may pass a `BlockUsage`.
+    if ("length" in usage) {
+      if (usage.length < USAGE_FIELDS) return;
+      this.wall![cell] = usage[Usage.WallSeconds]!;
+      this.cpu![cell] = usage[Usage.CpuSeconds]!;
+      setUint64(this.rss32!, cell, usage[Usage.PeakRssBytes]!);
+      setUint64(this.ioRead32!, cell, usage[Usage.IoReadBytes]!);
+      setUint64(this.ioWrite32!, cell, usage[Usage.IoWriteBytes]!);
+      return;
+    }
+    this.wall![cell] = usage.wallSeconds;
+    this.cpu![cell] = usage.cpuSeconds;
+    setUint64(this.rss32!, cell, usage.peakRssBytes);
+    setUint64(this.ioRead32!, cell, usage.ioReadBytes);
+    setUint64(this.ioWrite32!, cell, usage.ioWriteBytes);
   }
 
   /** How many of the task's blocks are marked done. */
