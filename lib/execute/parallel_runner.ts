@@ -37,7 +37,10 @@ const MAX_WINDOW = 1024;
 const MIN_WINDOW = 2;
 const HEALTH_TICK_MS = 200;
 
-/** What the tracking store (or a test) learns about each finished block. */
+/**
+ * What the tracking store (or a test) learns about each finished block. `usage` (the worker's
+ * figures in `Usage` order, or null) is only valid during the call: copy what you keep.
+ */
 export interface BlockRecorder {
   succeeded?(
     task: number,
@@ -120,6 +123,7 @@ class ParallelRun implements ExecutorEvents {
   private tick: ReturnType<typeof setInterval> | null = null;
   private readonly startedAt = performance.now();
   private readonly maxWindow: number;
+  private readonly figures = new Float64Array(USAGE_FIELDS);
   private readonly io0 = ioBytes(false);
   private readonly cpu0 = processCpuSeconds();
 
@@ -201,7 +205,12 @@ class ParallelRun implements ExecutorEvents {
         seconds += d;
         task.stats.durations.add(d);
         stats.blocks++;
-        const figures = measured ? usage.subarray(i * USAGE_FIELDS, (i + 1) * USAGE_FIELDS) : null;
+        let figures: Float64Array | null = null;
+        if (measured) {
+          // One reused record, not a view per block: a million views are ~100 MB of garbage.
+          figures = this.figures;
+          for (let k = 0; k < USAGE_FIELDS; k++) figures[k] = usage[i * USAGE_FIELDS + k]!;
+        }
         if (this.scheduler.succeed(t, position)) {
           this.options.recorder?.succeeded?.(t, position, entry.sentAt, now, executor.id, figures);
         }

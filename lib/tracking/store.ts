@@ -91,9 +91,24 @@ function writeArray(groupDir: string, spec: TrackingArraySpec, shape: readonly n
   fs.mkdirSync(path.dirname(chunk), { recursive: true });
   const cells = shape.reduce((a, b) => a * b, 1);
   const pattern = fillPattern(spec);
-  const bytes = new Uint8Array(cells * pattern.length);
-  fillWithPattern(bytes, pattern);
-  fs.writeFileSync(chunk, bytes);
+  const size = cells * pattern.length;
+  const fd = fs.openSync(chunk, "w");
+  try {
+    if (pattern.every((b) => b === 0)) {
+      fs.ftruncateSync(fd, size); // zeros: a sparse file, no memory, no writes
+    } else {
+      // A bounded buffer written repeatedly: creating a store never holds a whole chunk in memory.
+      const piece = new Uint8Array(
+        Math.min(size, 1 << 20) - (Math.min(size, 1 << 20) % pattern.length),
+      );
+      fillWithPattern(piece, pattern);
+      for (let at = 0; at < size; at += piece.length) {
+        fs.writeSync(fd, piece, 0, Math.min(piece.length, size - at), at);
+      }
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
   writeJsonAtomic(path.join(dir, "zarr.json"), arrayMetadata(spec, shape));
 }
 
