@@ -15,7 +15,7 @@ import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { ResourceBudget, type Resources, Scheduler, type SkipReason } from "../schedule/mod.ts";
 import { schedulerOptions } from "./serial_runner.ts";
-import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
+import { collectGarbage, ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
 import { makeBlock } from "./block.ts";
 import { CommandExecutor } from "./command_executor.ts";
 import type { Executor, ExecutorEvents } from "./executor.ts";
@@ -36,6 +36,8 @@ const TARGET_BATCH_MS = 10;
 const MAX_WINDOW = 1024;
 const MIN_WINDOW = 2;
 const HEALTH_TICK_MS = 200;
+/** Collect garbage after this many bytes of transferred result buffers (see collectGarbage). */
+const GC_AFTER_BYTES = 4 * 1024 * 1024;
 
 /**
  * What the tracking store (or a test) learns about each finished block. `usage` (the worker's
@@ -124,6 +126,8 @@ class ParallelRun implements ExecutorEvents {
   private readonly startedAt = performance.now();
   private readonly maxWindow: number;
   private readonly figures = new Float64Array(USAGE_FIELDS);
+  /** Bytes of result buffers received since the last collection. */
+  private receivedBytes = 0;
   private readonly io0 = ioBytes(false);
   private readonly cpu0 = processCpuSeconds();
 
@@ -191,6 +195,11 @@ class ParallelRun implements ExecutorEvents {
       const now = Date.now();
       const measured = usage.length > 0;
       const stats = this.workerStats.get(executor)!;
+      this.receivedBytes += done.byteLength + durations.byteLength + usage.byteLength;
+      if (this.receivedBytes >= GC_AFTER_BYTES) {
+        this.receivedBytes = 0;
+        collectGarbage();
+      }
       if (!Number.isNaN(cpuSeconds)) {
         task.stats.cpuSeconds += cpuSeconds;
         stats.cpuSeconds += cpuSeconds;
@@ -597,6 +606,7 @@ class ParallelRun implements ExecutorEvents {
       }
     }
     if (this.stopReason !== null && now >= this.stopDeadline) this.finish();
+
     this.observer.progress?.(this.snapshots());
     this.pump();
   }
