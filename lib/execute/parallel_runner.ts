@@ -37,7 +37,7 @@ const MAX_WINDOW = 1024;
 const MIN_WINDOW = 2;
 const HEALTH_TICK_MS = 200;
 /** Collect garbage after this many bytes of transferred result buffers (see collectGarbage). */
-const GC_AFTER_BYTES = 4 * 1024 * 1024;
+const GC_AFTER_BYTES = 2 * 1024 * 1024;
 
 /**
  * What the tracking store (or a test) learns about each finished block. `usage` (the worker's
