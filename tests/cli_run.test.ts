@@ -4,7 +4,8 @@
  * and `--help` / `--version` on every subcommand.
  */
 
-import { after, describe, it } from "node:test";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -12,28 +13,12 @@ import path from "node:path";
 import process from "node:process";
 import { buildProgram } from "../lib/cli/program.ts";
 import { VERSION } from "../lib/version.ts";
-import {
-  countLines,
-  readLines,
-  removeDir,
-  REPO_ROOT,
-  tempDir,
-  writePipeline,
-} from "./fixtures/parallel/harness.ts";
+import { countLines, readLines, REPO_ROOT, writePipeline } from "./fixtures/parallel/harness.ts";
 
 const BUN = path.join(REPO_ROOT, "node_modules", ".bin", "bun");
 const MAIN = path.join(REPO_ROOT, "main.ts");
 
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) removeDir(d);
-});
-
-function newDir(name: string): string {
-  const d = tempDir(name);
-  dirs.push(d);
-  return d;
-}
+const newDir = scratchDirs("");
 
 interface Exit {
   readonly code: number | null;

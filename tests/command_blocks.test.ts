@@ -3,7 +3,8 @@
  * through runParallel: success, a non-zero exit, a missing program, a timeout, and output.
  */
 
-import { after, describe, it } from "node:test";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -20,23 +21,12 @@ import type { Block } from "../lib/pipeline/spec.ts";
 import {
   assertAllBalanced,
   countersOf,
-  removeDir,
-  tempDir,
   utilizationOf,
   withTimeout,
   writePipeline,
 } from "./fixtures/parallel/harness.ts";
 
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) removeDir(d);
-});
-
-function newDir(name: string): string {
-  const d = tempDir(name);
-  dirs.push(d);
-  return d;
-}
+const newDir = scratchDirs("");
 
 const block: Block = {
   taskId: "export",

@@ -5,7 +5,8 @@
  * Blocks run in other threads, so they report by appending JSON lines to files in a temp dir.
  */
 
-import { after, describe, it } from "node:test";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -29,23 +30,12 @@ import {
   type LogLine,
   peakConcurrency,
   readLines,
-  removeDir,
-  tempDir,
   utilizationOf,
   withTimeout,
   writePipeline,
 } from "./fixtures/parallel/harness.ts";
 
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) removeDir(d);
-});
-
-function newDir(name: string): string {
-  const d = tempDir(name);
-  dirs.push(d);
-  return d;
-}
+const newDir = scratchDirs("");
 
 interface Run {
   readonly pipeline: PipelineConfig;

@@ -17,7 +17,8 @@
  *   `totalRoi` size comes from an env var).
  */
 
-import { after, before, describe, it } from "node:test";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -48,25 +49,14 @@ import {
   readArray,
   readJson,
   readLog,
-  removeDir,
   runCli,
   runsLines,
   sameValue,
   SEED_ARRAYS,
   snapshotTree,
-  tempDir,
 } from "./fixtures/migrate/harness.ts";
 
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) removeDir(d);
-});
-
-function newDir(label: string): string {
-  const d = tempDir(`migrate-${label}`);
-  dirs.push(d);
-  return d;
-}
+const newDir = scratchDirs("migrate-");
 
 // ---------------------------------------------------------------------------------------------
 // First principles: tracking cells and the blocks that keep their marks

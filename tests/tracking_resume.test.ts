@@ -9,7 +9,8 @@
  * `task id index` lines to a log file whose path is written into the generated pipeline.
  */
 
-import { after, describe, it } from "node:test";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -29,26 +30,15 @@ import {
   readLog,
   readUint32,
   readUint8,
-  removeDir,
   runArgs,
   runCli,
   runRecords,
   startCli,
-  tempDir,
   waitFor,
   writePipeline,
 } from "./fixtures/tracking/harness.ts";
 
-const dirs: string[] = [];
-after(() => {
-  for (const d of dirs) removeDir(d);
-});
-
-function newDir(label: string): string {
-  const d = tempDir(`resume-${label}`);
-  dirs.push(d);
-  return d;
-}
+const newDir = scratchDirs("resume-");
 
 /** The grid every task here uses: total [0,0]+[60,50] in [10,10] blocks, 6x5 = 30 blocks. */
 const SHAPE = [6, 5] as const;

@@ -195,3 +195,11 @@ describe("PIPELINE_DECLARATIONS", () => {
     assert.equal(exporter!.tracking, false);
   });
 });
+
+describe("examples/blockwise.d.ts", () => {
+  it("is exactly what `blockwise types` prints (regenerate it with ./blockwise types)", () => {
+    const text = PIPELINE_DECLARATIONS;
+    const example = readFileSync(new URL("../examples/blockwise.d.ts", import.meta.url), "utf8");
+    assert.equal(example, text.endsWith("\n") ? text : text + "\n");
+  });
+});
