@@ -20,7 +20,7 @@ import {
 } from "../lib/masks/mod.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const FIXTURES = join(REPO, "..", "shared", "fixtures", "masks");
+const FIXTURES = join(REPO, "tests", "fixtures", "masks");
 const BUN = join(REPO, "node_modules", ".bin", "bun");
 
 interface FixtureReadme {

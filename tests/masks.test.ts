@@ -22,7 +22,7 @@ import {
 } from "../lib/masks/mod.ts";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const FIXTURES = join(REPO, "..", "shared", "fixtures", "masks");
+const FIXTURES = join(REPO, "tests", "fixtures", "masks");
 
 const root = mkdtempSync(join(tmpdir(), "blockwise-masks-"));
 after(() => rmSync(root, { recursive: true, force: true }));

@@ -24,7 +24,7 @@ import {
 } from "./fixtures/tracking/harness.ts";
 
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..");
-const FIXTURES = path.join(REPO, "..", "shared", "fixtures", "masks");
+const FIXTURES = path.join(REPO, "tests", "fixtures", "masks");
 
 /** Two tasks over a 4×6 grid of 10×10 blocks; `b` reads exactly one `a` block. */
 function twoTasks(dir: string, log: string): string {
