@@ -22,13 +22,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import {
-  type BlockRecorder,
-  buildPipelineGraph,
-  runParallel,
-  type RunResult,
-} from "../lib/execute/mod.ts";
-import { usageFromFigures } from "../lib/execute/worker_protocol.ts";
+import { buildPipelineGraph, runParallel, type RunResult } from "../lib/execute/mod.ts";
 import { loadPipeline } from "../lib/pipeline/mod.ts";
 import type { PipelineConfig } from "../lib/pipeline/spec.ts";
 import { runtimeName } from "../lib/runtime/mod.ts";
@@ -109,17 +103,11 @@ async function runInProcess(
   }
   const t1 = performance.now();
   const s = session;
-  const recorder: BlockRecorder | undefined = s === null ? undefined : {
-    succeeded: (t, p, sent, returned, worker, figures) =>
-      s.succeeded(t, p, sent, returned, worker, usageFromFigures(figures)),
-    failed: (t, p, sent, returned, worker, figures) =>
-      s.failed(t, p, sent, returned, worker, usageFromFigures(figures)),
-  };
   const result = await runParallel(
     pipeline,
     graph,
     s === null ? {} : {
-      ...(recorder === undefined ? {} : { recorder }),
+      sink: s,
       precheck: (t) => s.precheck(t),
       alreadyDone: (t) => s.fullyDone(t),
       measure: (t) => s.measures(t),

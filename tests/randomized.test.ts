@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { type BlockId, type Fit, FITS, TaskLayout } from "../lib/blocks/mod.ts";
 import { makeRoi, type Roi } from "../lib/geometry/mod.ts";
 import { type BlockRef, buildDag, DependencyGraph } from "../lib/graph/mod.ts";
-import { type FailureOutcome, Scheduler, type SkipReason } from "../lib/schedule/mod.ts";
+import { type FailureOutcome, Scheduler } from "../lib/schedule/mod.ts";
 
 // --- seeded PRNG ------------------------------------------------------------------------------
 
@@ -305,25 +305,22 @@ function simulate(config: Config): RunResult {
 
   const upstreamDone = (key: number) => rel.up.get(key)!.every((u) => succeeded.has(u));
 
+  /** The pre-check (a skip mask): the runners apply it on acquire, exactly like this. */
+  const skipOnAcquire = (t: number, p: number): boolean => {
+    if (!skipSets[t]!.has(p)) return false;
+    const key = keyOf(t, p);
+    assert.ok(upstreamDone(key), `${label}: ${key} pre-checked before its upstream`);
+    assert.ok(!succeeded.has(key) && !processingSet.has(key), `${label}: ${key} twice`);
+    succeeded.add(key);
+    skipped.add(key);
+    completedBy[t]!++;
+    assert.equal(scheduler.succeed(t, p, "masked"), true, label);
+    return true;
+  };
+
   const scheduler = new Scheduler(
     graph,
-    config.tasks.map((spec, t) => {
-      const maxRetries = spec.maxRetries;
-      if (spec.skipRate === 0) return { maxRetries };
-      return {
-        maxRetries,
-        precheck: (p: number): SkipReason | null => {
-          if (!skipSets[t]!.has(p)) return null;
-          const key = keyOf(t, p);
-          assert.ok(upstreamDone(key), `${label}: ${key} pre-checked before its upstream`);
-          assert.ok(!succeeded.has(key) && !processingSet.has(key), `${label}: ${key} twice`);
-          succeeded.add(key);
-          skipped.add(key);
-          completedBy[t]!++;
-          return "masked";
-        },
-      };
-    }),
+    config.tasks.map((spec) => ({ maxRetries: spec.maxRetries })),
     {
       onOrphaned: (t, p) => {
         const key = keyOf(t, p);
@@ -335,6 +332,20 @@ function simulate(config: Config): RunResult {
       },
     },
   );
+
+  /** Ready and pending blocks of a task, counted from the model alone (not from counters). */
+  const modelWaiting = (t: number): { ready: number; pending: number } => {
+    let ready = 0;
+    let pending = 0;
+    for (let p = 0; p < graph.layouts[t]!.blockCount; p++) {
+      const key = keyOf(t, p);
+      if (succeeded.has(key) || failed.has(key) || orphanEvents.has(key)) continue;
+      if (processingSet.has(key)) continue;
+      if (upstreamDone(key)) ready++;
+      else pending++;
+    }
+    return { ready, pending };
+  };
 
   const check = (event: string) => {
     scheduler.assertBalanced();
@@ -352,6 +363,10 @@ function simulate(config: Config): RunResult {
       }
       const mine = processing.filter((k) => taskOfKey(k) === t).length;
       assert.equal(c.processing, mine, where);
+      const waiting = modelWaiting(t);
+      assert.equal(c.ready, waiting.ready, `ready (model) ${where}`);
+      assert.equal(scheduler.queuedCount(t), c.ready, `ready (queue length) ${where}`);
+      assert.equal(c.pending, waiting.pending, `pending (model) ${where}`);
       assert.equal(c.completed, completedBy[t], where);
       assert.equal(c.failed, failedBy[t], where);
       assert.equal(c.orphaned, orphanedBy[t], where);
@@ -361,7 +376,11 @@ function simulate(config: Config): RunResult {
   };
 
   const tryAcquire = (t: number): boolean => {
-    const position = scheduler.acquire(t);
+    let position = scheduler.acquire(t);
+    while (position >= 0 && skipOnAcquire(t, position)) {
+      check(`skip ${keyOf(t, position)}`);
+      position = scheduler.acquire(t);
+    }
     if (position < 0) {
       check(`acquire(${t}) = -1`);
       return false;
@@ -445,7 +464,7 @@ function simulate(config: Config): RunResult {
       expected.add(x);
       stack.push(...graph.dag.downstream[x]!);
     }
-    const got = scheduler.abandon(t, "randomized abandonment");
+    const got = scheduler.abandon(t, { kind: "setup-failed", message: "randomized abandonment" });
     assert.deepEqual(
       [...got].sort((a, b) => a - b),
       [...expected].sort((a, b) => a - b),

@@ -3,7 +3,12 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
-import type { BlockFailure, RunResult, TaskResult } from "../lib/execute/run_types.ts";
+import {
+  type BlockFailure,
+  outcomeOf,
+  type RunResult,
+  type TaskResult,
+} from "../lib/execute/run_types.ts";
 import {
   type ConsoleStream,
   createRunConsole,
@@ -49,11 +54,11 @@ function counters(overrides: Partial<CounterSnapshot> = {}): CounterSnapshot {
 }
 
 function task(id: string, overrides: Partial<CounterSnapshot> = {}): TaskResult {
-  return { id, counters: counters(overrides) };
+  return { id, counters: counters(overrides), running: 0 };
 }
 
 function result(tasks: readonly TaskResult[]): RunResult {
-  return { tasks, failures: [], seconds: 1, stoppedBy: null };
+  return { tasks, failures: [], seconds: 1, stoppedBy: null, outcome: outcomeOf(tasks, null) };
 }
 
 const failure: BlockFailure = {

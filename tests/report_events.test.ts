@@ -3,7 +3,12 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
-import type { BlockFailure, RunResult, TaskResult } from "../lib/execute/run_types.ts";
+import {
+  type BlockFailure,
+  outcomeOf,
+  type RunResult,
+  type TaskResult,
+} from "../lib/execute/run_types.ts";
 import { blockIdJson, createEventLog, type EventLogOptions } from "../lib/report/events.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
 
@@ -41,11 +46,19 @@ function counters(overrides: Partial<CounterSnapshot> = {}): CounterSnapshot {
 }
 
 function task(id: string, overrides: Partial<CounterSnapshot> = {}): TaskResult {
-  return { id, counters: counters(overrides) };
+  return { id, counters: counters(overrides), running: 0 };
 }
 
 function result(tasks: readonly TaskResult[], overrides: Partial<RunResult> = {}): RunResult {
-  return { tasks, failures: [], seconds: 1.5, stoppedBy: null, ...overrides };
+  const stoppedBy = overrides.stoppedBy ?? null;
+  return {
+    tasks,
+    failures: [],
+    seconds: 1.5,
+    stoppedBy,
+    outcome: outcomeOf(tasks, stoppedBy),
+    ...overrides,
+  };
 }
 
 function readLines(path: string): Line[] {
@@ -198,11 +211,18 @@ describe("createEventLog", () => {
     const log = createEventLog(path, "p.ts", fake);
     log.runStarted?.([task("a")]);
     clock += 0.01;
-    log.progress?.([task("a", { phase: "abandoned", ready: 0, orphaned: 4, abandonReason: "x" })]);
+    log.progress?.([
+      task("a", {
+        phase: "abandoned",
+        ready: 0,
+        orphaned: 4,
+        abandonReason: { kind: "setup-failed", message: "x" },
+      }),
+    ]);
     const lines = readLines(path);
     assert.equal(lines.length, 2);
     assert.equal(lines[1]!.phase, "abandoned");
-    assert.equal(lines[1]!.abandon_reason, "x");
+    assert.equal(lines[1]!.abandon_reason, "setup failed: x");
     log.close();
   });
 

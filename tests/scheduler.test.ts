@@ -9,11 +9,15 @@ import { type BlockId, type Fit, TaskLayout } from "../lib/blocks/mod.ts";
 import { makeRoi, roiToString } from "../lib/geometry/mod.ts";
 import { buildDag, DependencyGraph } from "../lib/graph/mod.ts";
 import {
+  type AbandonReason,
   type CounterSnapshot,
+  describeAbandonReason,
   Scheduler,
   type SchedulerEvents,
-  type SkipReason,
 } from "../lib/schedule/mod.ts";
+import { BlockSource, type Precheck } from "../lib/execute/block_source.ts";
+import { BlockCompletion } from "../lib/execute/completion.ts";
+import type { TaskConfig } from "../lib/pipeline/spec.ts";
 
 type Box = readonly [readonly number[], readonly number[]];
 
@@ -26,7 +30,6 @@ interface TaskSpec {
   fit?: Fit;
   conflict?: boolean;
   maxRetries?: number;
-  precheck?: (position: number) => SkipReason | null;
 }
 
 function build(tasks: TaskSpec[], events: SchedulerEvents = {}): Scheduler {
@@ -43,10 +46,7 @@ function build(tasks: TaskSpec[], events: SchedulerEvents = {}): Scheduler {
   const graph = new DependencyGraph(dag, layouts);
   return new Scheduler(
     graph,
-    tasks.map((t) => {
-      const maxRetries = t.maxRetries ?? 2;
-      return t.precheck === undefined ? { maxRetries } : { maxRetries, precheck: t.precheck };
-    }),
+    tasks.map((t) => ({ maxRetries: t.maxRetries ?? 2 })),
     events,
   );
 }
@@ -67,10 +67,37 @@ function positionWithId(s: Scheduler, task: number, id: BlockId): number {
   throw new Error(`No block with ID ${id}`);
 }
 
+/** The runners' block source over `s` with one pre-check for task 0 (done marker, mask). */
+function prechecked(s: Scheduler, precheck: Precheck): BlockSource {
+  const completion = new BlockCompletion({
+    scheduler: s,
+    layouts: s.graph.layouts,
+    taskIds: s.graph.dag.ids,
+    sink: null,
+    observer: {},
+    onSettled: () => {},
+    onBug: (error) => {
+      throw error;
+    },
+  });
+  const tasks = s.graph.dag.ids.map((id) => ({ id, check: null })) as unknown as TaskConfig[];
+  return new BlockSource({
+    scheduler: s,
+    completion,
+    tasks,
+    layouts: s.graph.layouts,
+    prechecks: [precheck],
+    observer: {},
+    accepting: () => true,
+    onAnswer: (apply) => apply(),
+  });
+}
+
 function assertConserved(s: Scheduler): void {
   s.assertBalanced();
   for (let t = 0; t < s.taskCount; t++) {
     const c = s.snapshot(t);
+    assert.equal(s.queuedCount(t), c.ready, `ready vs queue length: ${JSON.stringify(c)}`);
     const sum = c.ready + c.processing + c.pending + c.completed + c.failed + c.orphaned;
     assert.equal(sum, c.total, JSON.stringify(c));
     for (const v of [c.ready, c.processing, c.pending, c.completed, c.failed, c.orphaned]) {
@@ -358,18 +385,14 @@ describe("Scheduler contract", () => {
   for (const reason of ["done", "masked", "checked"] as const) {
     it(`counts a '${reason}' pre-check skip as completed and skipped`, () => {
       const seen: number[] = [];
-      const s = build([{
-        id: "t",
-        ...TASK_2D,
-        precheck: (p) => {
-          seen.push(p);
-          return [12, 23, 25, 40, 8].includes(Number(idOf(s, 0, p))) ? reason : null;
-        },
-      }]);
+      const s = build([{ id: "t", ...TASK_2D }]);
+      const source = prechecked(s, (p) => {
+        seen.push(p);
+        return [12, 23, 25, 40, 8].includes(Number(idOf(s, 0, p))) ? reason : null;
+      });
       // Level 0 is skipped entirely; the first block handed out is #17 of level 1 (#8 is skipped
       // too), and skipped blocks release their downstream blocks.
-      const b = acquireId(s, 0)!;
-      assert.equal(b.id, 17);
+      assert.equal(idOf(s, 0, source.nextPrechecked(0)), 17);
       const c = s.snapshot(0);
       assert.equal(c.completed, 5);
       assert.equal(c.skipped, 5);
@@ -382,15 +405,12 @@ describe("Scheduler contract", () => {
 
   it("finishes a task whose every block is skipped without handing one out", () => {
     let calls = 0;
-    const s = build([{
-      id: "t",
-      ...TASK_2D,
-      precheck: () => {
-        calls++;
-        return "done";
-      },
-    }]);
-    assert.equal(s.acquire(0), -1);
+    const s = build([{ id: "t", ...TASK_2D }]);
+    const source = prechecked(s, () => {
+      calls++;
+      return "done";
+    });
+    assert.equal(source.nextPrechecked(0), -1);
     const c = s.snapshot(0);
     assert.equal(calls, 16);
     assert.equal(c.completed, 16);
@@ -417,12 +437,17 @@ describe("Scheduler contract", () => {
     assert.equal(s.fail(0, b), "retry");
     const inFlight = s.acquire(0);
     assert.ok(inFlight >= 0);
-    const abandoned = s.abandon(0, "restart cap exhausted");
+    const reason: AbandonReason = { kind: "workers-failed", failures: 3, maxWorkerRestarts: 2 };
+    const abandoned = s.abandon(0, reason);
     assert.deepEqual([...abandoned].sort((x, y) => x - y), [0, 1, 2]);
     assert.deepEqual([...finished].sort((x, y) => x - y), [0, 1, 2]);
     const up = s.snapshot(0);
     assert.equal(up.phase, "abandoned");
-    assert.equal(up.abandonReason, "restart cap exhausted");
+    assert.deepEqual(up.abandonReason, reason);
+    assert.equal(
+      describeAbandonReason(reason),
+      "its workers failed 3 times and maxWorkerRestarts (2) is spent",
+    );
     assert.equal(up.completed, 1);
     assert.equal(up.orphaned, 15);
     assert.equal(up.ready, 0);
@@ -432,7 +457,7 @@ describe("Scheduler contract", () => {
       const c = s.snapshot(t);
       assert.equal(c.phase, "abandoned");
       assert.equal(c.orphaned, c.total);
-      assert.ok(c.abandonReason?.includes('"up"'), c.abandonReason);
+      assert.deepEqual(c.abandonReason, { kind: "upstream-abandoned", upstream: "up" });
     }
     assert.equal(s.snapshot(3).phase, "running");
     assert.equal(s.isFinished(), false);
@@ -440,8 +465,8 @@ describe("Scheduler contract", () => {
     // Abandoned tasks hand out nothing; abandoning twice is a no-op.
     assert.equal(s.acquire(0), -1);
     assert.equal(s.acquire(1), -1);
-    assert.deepEqual(s.abandon(0, "again"), []);
-    assert.equal(s.snapshot(0).abandonReason, "restart cap exhausted");
+    assert.deepEqual(s.abandon(0, { kind: "setup-failed", message: "again" }), []);
+    assert.deepEqual(s.snapshot(0).abandonReason, reason);
     // The independent task still runs to completion.
     for (let p = s.acquire(3); p >= 0; p = s.acquire(3)) s.succeed(3, p);
     assert.equal(s.snapshot(3).phase, "done");
@@ -453,7 +478,7 @@ describe("Scheduler contract", () => {
     const s = build([{ id: "t", ...TASK_2D }, { id: "d", upstream: ["t"], ...TASK_2D }]);
     const a = s.acquire(0);
     const b = s.acquire(0);
-    s.abandon(0, "gone");
+    s.abandon(0, { kind: "setup-failed", message: "gone" });
     const before = [s.snapshot(0), s.snapshot(1)];
     assert.equal(s.succeed(0, a), false);
     assert.equal(s.fail(0, b), "dropped");
@@ -464,7 +489,7 @@ describe("Scheduler contract", () => {
 
   it("does not push ready blocks into an abandoned downstream task", () => {
     const s = build([{ id: "t", ...TASK_2D }, { id: "d", upstream: ["t"], ...TASK_2D }]);
-    s.abandon(1, "downstream workers crashed");
+    s.abandon(1, { kind: "setup-failed", message: "downstream setup failed" });
     assert.equal(s.snapshot(0).phase, "running");
     let guard = 0;
     for (let p = s.acquire(0); p >= 0 && guard++ < 100; p = s.acquire(0)) {

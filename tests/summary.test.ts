@@ -47,7 +47,7 @@ const ROWS: TaskSummaryRow[] = [
       phase: "abandoned",
       total: 16,
       orphaned: 16,
-      abandonReason: "worker restarts exceeded maxWorkerRestarts (10)",
+      abandonReason: { kind: "workers-failed", failures: 11, maxWorkerRestarts: 10 },
     }),
   },
   { id: "aux", counters: counters({ total: 4, completed: 4 }) },
@@ -64,7 +64,7 @@ describe("formatExecutionSummary", () => {
       "  ✔ extract      16         16        4       0         0",
       "  ✗ predict      16         12        0       1         3",
       "  ∅ label        16          0        0       0        16",
-      "      abandoned: worker restarts exceeded maxWorkerRestarts (10)",
+      "      abandoned: its workers failed 11 times and maxWorkerRestarts (10) is spent",
       "  ✔ aux           4          4        0       0         0",
       "    ───────  ────────────────────────────────────────────",
       "    total        52         32        4       1        19",
@@ -195,12 +195,15 @@ describe("formatExecutionSummary", () => {
         total: 8,
         completed: 2,
         orphaned: 6,
-        abandonReason: "worker crashed 11 times\n(details in the log)",
+        abandonReason: {
+          kind: "setup-failed",
+          message: "worker crashed 11 times\n(details in the log)",
+        },
       }),
     }];
     const lines = formatExecutionSummary(rows, [], { color: false }).split("\n");
     assert.equal(lines[2], "  ∅ segment       8          2        0       0         6");
-    assert.equal(lines[3], "      abandoned: worker crashed 11 times");
+    assert.equal(lines[3], "      abandoned: setup failed: worker crashed 11 times");
     assert.equal(lines.at(-1), "6 blocks orphaned, 1 task abandoned: exit 1");
     assert.equal(summaryExitCode(rows), 1);
   });
@@ -270,11 +273,11 @@ describe("formatCountersLine", () => {
       total: 4,
       completed: 1,
       orphaned: 3,
-      abandonReason: "upstream abandoned",
+      abandonReason: { kind: "upstream-abandoned", upstream: "a" },
     });
     assert.equal(
       formatCountersLine("b", c),
-      "b: 1/4 done, 0 running, 0 failed, 3 orphaned, 0 skipped, abandoned: upstream abandoned",
+      'b: 1/4 done, 0 running, 0 failed, 3 orphaned, 0 skipped, abandoned: upstream task "a" was abandoned',
     );
   });
 });

@@ -1,7 +1,13 @@
 /**
  * The Web Worker that runs blocks: it imports the pipeline module once, runs the task's
- * `setup` once, then runs `process(block, context)` for every block it is sent and reports the
- * results in batches. An exception fails that block only; the worker lives on.
+ * `setup` once, then runs `process(block, context)` for every block it is sent, in the order it
+ * was sent, and reports the results in batches. An exception fails that block only; the worker
+ * lives on.
+ *
+ * Nothing here allocates per block beyond the block object user code sees: blocks wait in a ring
+ * of numbers, results are written into a Float64Array, and both kinds of buffers travel back to
+ * their sender to be reused (`spare`), so neither thread leaves transferred buffers to the
+ * garbage collector.
  */
 
 import process from "node:process";
@@ -12,13 +18,18 @@ import {
   type BlockError,
   type FromWorker,
   type InitMessage,
-  StatusSlot,
-  type ToWorker,
-} from "../lib/execute/worker_protocol.ts";
+  parseToWorker,
+  PROTOCOL_VERSION,
+  RECORD_STRIDE_MEASURED,
+  RECORD_STRIDE_PLAIN,
+  STATUS_DONE,
+  STATUS_FAILED,
+} from "../lib/execute/protocol/messages.ts";
+import { STATUS_SLOTS, StatusSlot } from "../lib/execute/protocol/status_slots.ts";
 import { peakRssBytes, threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
 
 interface WorkerScope {
-  onmessage: ((event: MessageEvent<ToWorker>) => void) | null;
+  onmessage: ((event: MessageEvent<unknown>) => void) | null;
   postMessage(message: FromWorker, transfer?: Transferable[]): void;
   close(): void;
 }
@@ -35,6 +46,7 @@ const post = (message: FromWorker, transfer: Transferable[] = []) =>
 
 const FLUSH_AFTER_MS = 5;
 const FLUSH_AFTER_BLOCKS = 512;
+const RECORD_BUFFER_BYTES = FLUSH_AFTER_BLOCKS * RECORD_STRIDE_MEASURED * 8;
 
 let init: InitMessage | null = null;
 let layout: TaskLayout | null = null;
@@ -42,16 +54,22 @@ let processBlock: ((block: unknown, context: unknown) => unknown) | null = null;
 let context: unknown;
 let status: Float64Array | null = null;
 let meter: ThreadMeter | null = null;
+let stride = RECORD_STRIDE_PLAIN;
 let stopping = false;
-
-const queue: number[] = [];
-let queueHead = 0;
 let draining = false;
 
-let done: number[] = [];
-let durations: number[] = [];
-let usage: number[] = [];
-let failed: BlockError[] = [];
+/** Blocks to run: a ring of (position, attempt) pairs. */
+let queue = new Float64Array(2 * 1024);
+let queueHead = 0;
+let queueSize = 0;
+
+/** The batch of results being filled, and buffers ready for the next ones. */
+let records = new Float64Array(FLUSH_AFTER_BLOCKS * RECORD_STRIDE_MEASURED);
+let recordCount = 0;
+let errors: BlockError[] = [];
+const spareRecordBuffers: ArrayBuffer[] = [];
+/** Block buffers already read, to hand back with the next results. */
+let usedBlockBuffers: ArrayBuffer[] = [];
 let firstUnflushedAt = 0;
 let cpuAtLastFlush = threadCpuSeconds();
 
@@ -96,19 +114,27 @@ function captureOutput(): void {
 
 async function initialise(message: InitMessage): Promise<void> {
   init = message;
-  status = new Float64Array(message.status);
-  layout = new TaskLayout(message.layout);
-  if (message.measure) meter = new ThreadMeter();
   captureOutput();
   try {
-    const module = await import(message.pipelineUrl) as { default?: { tasks?: unknown } };
+    if (message.protocol !== PROTOCOL_VERSION) {
+      throw new Error(
+        `The run speaks worker protocol ${message.protocol} but this worker speaks ${PROTOCOL_VERSION}; use the same blockwise binary for both`,
+      );
+    }
+    layout = new TaskLayout(message.layout);
+    if (message.measure) {
+      meter = new ThreadMeter();
+      stride = RECORD_STRIDE_MEASURED;
+    }
+    const url = new URL(`file://${message.pipeline}`).href;
+    const module = await import(url) as { default?: { tasks?: unknown } };
     const tasks = module.default?.tasks;
     const task = Array.isArray(tasks)
       ? (tasks as TaskModule[]).find((t) => t?.id === message.taskId)
       : undefined;
     if (task === undefined || typeof task.process !== "function") {
       throw new Error(
-        `Task "${message.taskId}" with a process function was not found in ${message.pipelineUrl} when the worker imported it; the pipeline file must export the same tasks every time it is imported`,
+        `Task "${message.taskId}" with a process function was not found in ${message.pipeline} when the worker imported it; the pipeline file must export the same tasks every time it is imported`,
       );
     }
     processBlock = task.process.bind(task);
@@ -119,30 +145,40 @@ async function initialise(message: InitMessage): Promise<void> {
   }
 }
 
+function enqueue(blocks: Float64Array, count: number): void {
+  if (2 * (queueSize + count) > queue.length) {
+    const next = new Float64Array(Math.max(queue.length * 2, 2 * (queueSize + count)));
+    for (let i = 0; i < 2 * queueSize; i++) next[i] = queue[(queueHead + i) % queue.length]!;
+    queue = next;
+    queueHead = 0;
+  }
+  for (let i = 0; i < 2 * count; i++) {
+    queue[(queueHead + 2 * queueSize + i) % queue.length] = blocks[i]!;
+  }
+  queueSize += count;
+}
+
 function flush(): void {
-  if (done.length === 0 && failed.length === 0) return;
-  const doneArray = Float64Array.from(done);
-  const durationArray = Float64Array.from(durations);
-  const usageArray = Float64Array.from(usage);
+  if (recordCount === 0) return;
   const cpu = threadCpuSeconds();
   const cpuSeconds = cpu - cpuAtLastFlush;
   cpuAtLastFlush = cpu;
-  post({
-    kind: "results",
-    done: doneArray,
-    durations: durationArray,
-    usage: usageArray,
-    failed,
-    cpuSeconds,
-  }, [
-    doneArray.buffer,
-    durationArray.buffer,
-    usageArray.buffer,
-  ]);
-  done = [];
-  durations = [];
-  usage = [];
-  failed = [];
+  const spare = usedBlockBuffers;
+  usedBlockBuffers = [];
+  post(
+    { kind: "results", count: recordCount, stride, records, errors, cpuSeconds, spare },
+    [records.buffer, ...spare],
+  );
+  const reuse = spareRecordBuffers.pop();
+  records = reuse !== undefined && reuse.byteLength >= RECORD_BUFFER_BYTES
+    ? new Float64Array(reuse)
+    : new Float64Array(FLUSH_AFTER_BLOCKS * RECORD_STRIDE_MEASURED);
+  recordCount = 0;
+  errors = [];
+}
+
+function recallRequested(s: Float64Array): boolean {
+  return s[StatusSlot.Recall] === 1 || s[StatusSlot.Stop] === 1;
 }
 
 async function drain(): Promise<void> {
@@ -154,17 +190,16 @@ async function drain(): Promise<void> {
   // Counters are read once between consecutive blocks: the end of one is the start of the next.
   let cpu0 = measure ? meter!.cpuSeconds() : 0;
   let io0 = measure ? meter!.io() : null;
-  while (queueHead < queue.length) {
-    if (s[StatusSlot.Recall] === 1 || s[StatusSlot.Stop] === 1) {
-      handBack();
-      break;
-    }
-    const position = queue[queueHead++]!;
-    const attempt = queue[queueHead++]!;
+  while (queueSize > 0) {
+    if (recallRequested(s)) break;
+    const position = queue[queueHead]!;
+    const attempt = queue[(queueHead + 1) % queue.length]!;
+    queueHead = (queueHead + 2) % queue.length;
+    queueSize--;
     const block = makeBlock(taskId, layout!, position, attempt);
     const t0 = performance.now();
     s[StatusSlot.Position] = position;
-    s[StatusSlot.StartedAt] = Date.now();
+    s[StatusSlot.Started]! += 1;
     s[StatusSlot.Running] = 1;
     let error: unknown = null;
     try {
@@ -175,73 +210,90 @@ async function drain(): Promise<void> {
     }
     const seconds = (performance.now() - t0) / 1000;
     s[StatusSlot.Running] = 0;
-    s[StatusSlot.BlocksDone]! += 1;
-    let figures: number[] = [];
+    s[StatusSlot.Finished]! += 1;
+    const at = recordCount * stride;
+    records[at] = position;
+    records[at + 1] = error === null ? STATUS_DONE : STATUS_FAILED;
+    records[at + 2] = seconds;
     if (measure) {
       const cpu1 = meter!.cpuSeconds();
       const io1 = meter!.io();
-      const rss = peakRssBytes();
-      const readBytes = io1.read - io0!.read;
-      const writeBytes = io1.write - io0!.write;
-      // In `Usage` order; pushed straight into the batch on success (no array per block).
-      if (error === null) {
-        usage.push(seconds, cpu1 - cpu0, rss, readBytes, writeBytes, Date.now() / 1000);
-      } else {
-        figures = [seconds, cpu1 - cpu0, rss, readBytes, writeBytes, Date.now() / 1000];
-      }
+      records[at + 3] = cpu1 - cpu0;
+      records[at + 4] = peakRssBytes();
+      records[at + 5] = io1.read - io0!.read;
+      records[at + 6] = io1.write - io0!.write;
+      records[at + 7] = Date.now() / 1000;
       cpu0 = cpu1;
       io0 = io1;
     }
-    if (error === null) {
-      done.push(position);
-      durations.push(seconds);
-    } else {
-      failed.push({ position, seconds, ...errorFields(error), usage: figures });
-    }
+    if (error !== null) errors.push({ position, ...errorFields(error) });
+    recordCount++;
     const now = performance.now();
-    if (done.length + failed.length === 1) firstUnflushedAt = now;
+    if (recordCount === 1) firstUnflushedAt = now;
     if (
-      queueHead >= queue.length || done.length >= FLUSH_AFTER_BLOCKS ||
+      queueSize === 0 || recordCount >= FLUSH_AFTER_BLOCKS ||
       now - firstUnflushedAt >= FLUSH_AFTER_MS
     ) {
       flush();
     }
   }
-  if (s[StatusSlot.Recall] === 1 || s[StatusSlot.Stop] === 1) handBack();
-  queue.length = 0;
-  queueHead = 0;
+  if (recallRequested(s)) handBack();
   flush();
   draining = false;
   if (stopping) closeWorker();
 }
 
-/** The run is stopping: return the blocks not started, so they go back to the queue at once. */
+/** Return the blocks not started, in the order they were sent, so they go back to the queue. */
 function handBack(): void {
-  const positions: number[] = [];
-  for (let i = queueHead; i < queue.length; i += 2) positions.push(queue[i]!);
-  queue.length = 0;
+  const positions = new Float64Array(queueSize);
+  for (let i = 0; i < queueSize; i++) positions[i] = queue[(queueHead + 2 * i) % queue.length]!;
+  const count = queueSize;
   queueHead = 0;
+  queueSize = 0;
   flush();
-  const array = Float64Array.from(positions);
-  post({ kind: "returned", positions: array }, [array.buffer]);
+  post({ kind: "returned", positions, count }, [positions.buffer]);
   // Answered: the next recall sets the flag again.
   status![StatusSlot.Recall] = 0;
 }
 
-scope.onmessage = (event: MessageEvent<ToWorker>) => {
-  const message = event.data;
+interface StatusInit {
+  readonly status?: unknown;
+}
+
+scope.onmessage = (event: MessageEvent<unknown>) => {
+  let message;
+  try {
+    message = parseToWorker(event.data);
+  } catch (error) {
+    post({
+      kind: "closing",
+      reason: `the worker received a bad message: ${errorFields(error).message}`,
+    });
+    closeWorker();
+    return;
+  }
   switch (message.kind) {
-    case "init":
+    case "init": {
+      // The shared status record rides along with init on this transport only.
+      const shared = (event.data as StatusInit).status;
+      status = shared instanceof SharedArrayBuffer
+        ? new Float64Array(shared)
+        : new Float64Array(STATUS_SLOTS);
       void initialise(message);
       break;
-    case "blocks": {
-      const b = message.blocks;
-      for (let i = 0; i < b.length; i++) queue.push(b[i]!);
-      if ((status![StatusSlot.Recall] === 1 || status![StatusSlot.Stop] === 1) && !draining) {
-        handBack();
-      } else void drain();
-      break;
     }
+    case "blocks":
+      enqueue(message.blocks, message.count);
+      usedBlockBuffers.push(message.blocks.buffer as ArrayBuffer);
+      for (const buffer of message.spare ?? []) spareRecordBuffers.push(buffer);
+      if (recallRequested(status!) && !draining) handBack();
+      else void drain();
+      break;
+    case "recall":
+      status![StatusSlot.Recall] = 1;
+      if (message.final) status![StatusSlot.Stop] = 1;
+      if (!draining) handBack();
+      break;
     case "stop":
       stopping = true;
       if (!draining) closeWorker();

@@ -2,6 +2,7 @@
 
 import { CommanderError } from "commander";
 import { InputError, StoreError } from "../errors.ts";
+import type { RunOutcome } from "../execute/run_types.ts";
 
 export const EXIT_OK = 0;
 export const EXIT_BLOCKS_FAILED = 1;
@@ -10,7 +11,8 @@ export const EXIT_STORE_REFUSED = 3;
 export const EXIT_SIGINT = 130;
 export const EXIT_SIGTERM = 143;
 
-export type RunOutcome = "complete" | "incomplete" | "interrupted-sigint" | "interrupted-sigterm";
+/** A bug: an exception nobody expected (the stack is printed). */
+export const EXIT_INTERNAL_ERROR = 70;
 
 export function exitCodeForOutcome(outcome: RunOutcome): number {
   switch (outcome) {

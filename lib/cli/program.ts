@@ -3,7 +3,7 @@
 import process from "node:process";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { VERSION } from "../version.ts";
-import { exitCodeForError } from "./exit_codes.ts";
+import { EXIT_INTERNAL_ERROR, exitCodeForError } from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
@@ -180,7 +180,7 @@ export async function main(argv: readonly string[]): Promise<number> {
           error instanceof Error ? error.stack ?? error.message : String(error)
         }\n`,
       );
-      return 70;
+      return EXIT_INTERNAL_ERROR;
     }
     process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
     return mapped;

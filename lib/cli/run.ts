@@ -2,13 +2,11 @@
 
 import process from "node:process";
 import {
-  type BlockRecorder,
   buildPipelineGraph,
   type RunObserver,
   runParallel,
   type RunResult,
   runSerial,
-  runSucceeded,
 } from "../execute/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
@@ -17,7 +15,7 @@ import { createEventLog } from "../report/events.ts";
 import { formatExecutionSummary } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
 import { ResourceBudget, type Resources } from "../schedule/mod.ts";
-import { exitCodeForOutcome, type RunOutcome } from "./exit_codes.ts";
+import { exitCodeForOutcome } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
 import type { MmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
@@ -105,12 +103,6 @@ export async function runPipeline(
     console.close();
     events?.close();
   });
-  const recorder: BlockRecorder = {
-    succeeded: (t, p, sent, returned, worker, figures) =>
-      tracking.succeeded(t, p, sent, returned, worker, figures),
-    failed: (t, p, sent, returned, worker, figures) =>
-      tracking.failed(t, p, sent, returned, worker, figures),
-  };
   for (let t = 0; t < masks.length; t++) {
     const mask = masks[t];
     if (mask !== null && mask !== undefined) {
@@ -123,7 +115,7 @@ export async function runPipeline(
   }
   const common = {
     observer,
-    recorder,
+    sink: tracking,
     precheck: (t: number) => combinePrechecks(tracking.precheck(t), masks[t] ?? null),
     alreadyDone: (t: number) => tracking.fullyDone(t),
   };
@@ -146,7 +138,7 @@ export async function runPipeline(
     stop.dispose();
     console.close();
   }
-  const code = exitCodeForOutcome(outcomeOf(result));
+  const code = exitCodeForOutcome(result.outcome);
   tracking.close(result, code, (t) => {
     const mask = masks[t];
     return mask === null || mask === undefined
@@ -165,12 +157,6 @@ export async function runPipeline(
   text += "\n" + summaryText(result, color, code) + "\n";
   process.stderr.write(text);
   return code;
-}
-
-export function outcomeOf(result: RunResult): RunOutcome {
-  if (result.stoppedBy === "SIGINT") return "interrupted-sigint";
-  if (result.stoppedBy === "SIGTERM") return "interrupted-sigterm";
-  return runSucceeded(result) ? "complete" : "incomplete";
 }
 
 export function summaryText(result: RunResult, color: boolean, exitCode: number): string {

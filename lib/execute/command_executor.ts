@@ -1,136 +1,146 @@
 /**
  * An executor for command tasks: a slot that runs one block's command at a time as a child
- * process. No Web Worker is needed; the main thread only waits for the children.
+ * process. No Web Worker is needed; the main thread only waits for the children. A command that
+ * runs past the task's timeout is killed on the next health tick and fails that attempt; the
+ * slot lives on.
  */
 
-import type { TaskLayout } from "../blocks/mod.ts";
+import type { CommandTaskConfig } from "../pipeline/spec.ts";
 import { makeBlock } from "./block.ts";
 import { CommandFailure, runCommandBlock } from "./command_block.ts";
-import type { Executor, ExecutorEvents, ExecutorState, InFlightBlock } from "./executor.ts";
+import { type Executor, type ExecutorSpec, type ExecutorState } from "./executor.ts";
+import { InFlightQueue } from "./in_flight.ts";
+import {
+  RECORD_STRIDE_PLAIN,
+  type ResultsMessage,
+  STATUS_DONE,
+  STATUS_FAILED,
+} from "./protocol/messages.ts";
 import { errorParts } from "./run_types.ts";
-
-export interface CommandExecutorOptions {
-  readonly id: number;
-  readonly task: number;
-  readonly taskId: string;
-  readonly layout: TaskLayout;
-  readonly command: readonly string[];
-  /** Seconds per block, or null. */
-  readonly timeout: number | null;
-  readonly events: ExecutorEvents;
-}
 
 export class CommandExecutor implements Executor {
   readonly id: number;
   readonly task: number;
-  readonly inFlight = new Map<number, InFlightBlock>();
+  readonly inFlight = new InFlightQueue();
   window = 1;
-  private stateValue: ExecutorState = "starting";
-  private readonly queue: number[] = [];
-  private running = -1;
-  private startedAt = Number.NaN;
-  private abort: AbortController | null = null;
-  private readonly options: CommandExecutorOptions;
+  #state: ExecutorState = "starting";
+  readonly #spec: ExecutorSpec;
+  readonly #command: readonly string[];
+  /** Blocks sent and not started: (position, attempt) pairs from `#queueHead`. */
+  #queue: number[] = [];
+  #queueHead = 0;
+  #running = -1;
+  #startedAt = Number.NaN;
+  #timedOut = false;
+  #abort: AbortController | null = null;
 
-  constructor(options: CommandExecutorOptions) {
-    this.id = options.id;
-    this.task = options.task;
-    this.options = options;
+  constructor(spec: ExecutorSpec, config: CommandTaskConfig) {
+    this.#spec = spec;
+    this.#command = config.command;
+    this.id = spec.id;
+    this.task = spec.task;
     queueMicrotask(() => {
-      if (this.stateValue !== "starting") return;
-      this.stateValue = "ready";
-      options.events.ready(this);
+      if (this.#state !== "starting") return;
+      this.#state = "ready";
+      spec.events.ready(this);
     });
   }
 
   get state(): ExecutorState {
-    return this.stateValue;
+    return this.#state;
   }
 
-  send(blocks: readonly number[]): void {
-    for (const b of blocks) this.queue.push(b);
-    if (this.running < 0) void this.next();
+  batchBuffer(pairs: number): Float64Array {
+    return new Float64Array(2 * pairs);
+  }
+
+  send(batch: Float64Array, count: number): void {
+    for (let i = 0; i < 2 * count; i++) this.#queue.push(batch[i]!);
+    if (this.#running < 0) void this.#next();
   }
 
   runningPosition(): number {
-    return this.running;
+    return this.#running;
   }
 
-  runningSince(): number {
-    return this.startedAt;
+  checkHealth(now: number): void {
+    const timeout = this.#spec.config.timeout;
+    if (timeout === null || this.#running < 0 || this.#timedOut) return;
+    if (now - this.#startedAt > timeout * 1000) {
+      this.#timedOut = true;
+      this.#abort?.abort();
+    }
   }
 
   recall(): void {
-    if (this.queue.length === 0) return;
-    const positions: number[] = [];
-    for (let i = 0; i < this.queue.length; i += 2) positions.push(this.queue[i]!);
-    this.queue.length = 0;
-    this.options.events.returned(this, Float64Array.from(positions));
+    const left = (this.#queue.length - this.#queueHead) / 2;
+    const positions = new Float64Array(left);
+    for (let i = 0; i < left; i++) positions[i] = this.#queue[this.#queueHead + 2 * i]!;
+    this.#queue = [];
+    this.#queueHead = 0;
+    this.#spec.events.returned(this, positions, left);
   }
 
   stop(): void {
-    this.stateValue = "dead";
+    this.#state = "dead";
   }
 
   kill(): void {
-    this.stateValue = "dead";
-    this.abort?.abort();
+    this.#state = "dead";
+    this.#abort?.abort();
   }
 
-  private isDead(): boolean {
-    return this.stateValue === "dead";
+  #isDead(): boolean {
+    return this.#state === "dead";
   }
 
-  private async next(): Promise<void> {
-    const { events, taskId, layout, command, timeout } = this.options;
-    while (this.queue.length > 0 && this.stateValue !== "dead") {
-      const position = this.queue.shift()!;
-      const attempt = this.queue.shift()!;
-      const block = makeBlock(taskId, layout, position, attempt);
-      this.running = position;
-      this.startedAt = Date.now();
-      this.abort = new AbortController();
-      let timedOut = false;
-      const timer = timeout === null ? null : setTimeout(() => {
-        timedOut = true;
-        this.abort?.abort();
-      }, timeout * 1000);
+  async #next(): Promise<void> {
+    const { events, config, layout, clock } = this.#spec;
+    while (this.#queueHead < this.#queue.length && this.#state !== "dead") {
+      const position = this.#queue[this.#queueHead++]!;
+      const attempt = this.#queue[this.#queueHead++]!;
+      if (this.#queueHead === this.#queue.length) {
+        this.#queue = [];
+        this.#queueHead = 0;
+      }
+      const block = makeBlock(config.id, layout, position, attempt);
+      this.#running = position;
+      this.#startedAt = clock.now();
+      this.#timedOut = false;
+      this.#abort = new AbortController();
       const t0 = performance.now();
       let failure: { message: string; stack?: string } | null = null;
       try {
-        await runCommandBlock(command, block, {
+        await runCommandBlock(this.#command, block, {
           onStdout: (text) => events.output(this, "stdout", text),
           onStderr: (text) => events.output(this, "stderr", text),
-          signal: this.abort.signal,
+          signal: this.#abort.signal,
         });
       } catch (error) {
-        failure = timedOut
-          ? { message: `Command timed out after ${timeout} s and was killed` }
+        failure = this.#timedOut
+          ? { message: `Command timed out after ${config.timeout} s and was killed` }
           : error instanceof CommandFailure
           ? { message: error.message }
           : errorParts(error);
-      } finally {
-        if (timer !== null) clearTimeout(timer);
       }
       const seconds = (performance.now() - t0) / 1000;
-      this.running = -1;
-      this.startedAt = Number.NaN;
+      this.#running = -1;
+      this.#startedAt = Number.NaN;
       // kill() may have been called while the command ran.
-      if (this.isDead()) return;
-      if (failure === null) {
-        events.results(
-          this,
-          Float64Array.of(position),
-          Float64Array.of(seconds),
-          new Float64Array(0),
-          [],
-          Number.NaN,
-        );
-      } else {
-        events.results(this, new Float64Array(0), new Float64Array(0), new Float64Array(0), [
-          { position, seconds, ...failure, usage: [] },
-        ], Number.NaN);
-      }
+      if (this.#isDead()) return;
+      const result: ResultsMessage = {
+        kind: "results",
+        count: 1,
+        stride: RECORD_STRIDE_PLAIN,
+        records: Float64Array.of(
+          position,
+          failure === null ? STATUS_DONE : STATUS_FAILED,
+          seconds,
+        ),
+        errors: failure === null ? [] : [{ position, ...failure }],
+        cpuSeconds: Number.NaN,
+      };
+      events.results(this, result);
     }
   }
 }

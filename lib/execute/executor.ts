@@ -1,34 +1,28 @@
 /**
  * What the parallel run loop drives: an executor runs the blocks of one task, a few in flight
- * at a time. Two kinds exist: a Web Worker running the task's `process` function
- * (`worker_executor.ts`) and a slot running the task's `command` per block
- * (`command_executor.ts`).
+ * at a time, in the order it was sent them. Executors are made by an `ExecutorFactory` the run is
+ * given, so the loop never names a kind: today a Web Worker running the task's `process`
+ * (`worker_executor.ts`), a slot running the task's `command` per block (`command_executor.ts`),
+ * or a worker at the other end of a byte stream (`stream_executor.ts`).
  */
 
-import type { BlockError } from "./worker_protocol.ts";
+import type { TaskLayout } from "../blocks/mod.ts";
+import type { TaskConfig } from "../pipeline/spec.ts";
+import type { InFlightQueue } from "./in_flight.ts";
+import type { ResultsMessage } from "./protocol/messages.ts";
+import type { RunClock } from "./run_clock.ts";
 
 export type ExecutorState = "starting" | "ready" | "dead";
 
-export interface InFlightBlock {
-  readonly attempt: number;
-  /** Scheduler clock (`Date.now()`), when the block was handed to the executor. */
-  readonly sentAt: number;
-}
-
+/** How an executor reports to the run loop. Arrays passed in are valid only during the call. */
 export interface ExecutorEvents {
   ready(executor: Executor): void;
   setupFailed(executor: Executor, message: string, stack: string | undefined): void;
-  results(
-    executor: Executor,
-    done: Float64Array,
-    durations: Float64Array,
-    usage: Float64Array,
-    failed: readonly BlockError[],
-    cpuSeconds: number,
-  ): void;
-  /** Blocks handed back unstarted after `recall()`. */
-  returned(executor: Executor, positions: Float64Array): void;
-  /** The executor died unexpectedly; `reason` says how. */
+  /** Results in the order the blocks ran; the message was validated. */
+  results(executor: Executor, results: ResultsMessage): void;
+  /** Blocks handed back unstarted after `recall()`, in the order they were sent. */
+  returned(executor: Executor, positions: Float64Array, count: number): void;
+  /** The executor died unexpectedly; `reason` says how. Nothing fires afterwards. */
   crashed(executor: Executor, reason: string): void;
   output(executor: Executor, stream: "stdout" | "stderr", text: string): void;
 }
@@ -38,16 +32,21 @@ export interface Executor {
   readonly id: number;
   readonly task: number;
   readonly state: ExecutorState;
-  /** Blocks sent and not yet reported, in the order they were sent. */
-  readonly inFlight: Map<number, InFlightBlock>;
+  /** Blocks sent and not yet reported, oldest first. */
+  readonly inFlight: InFlightQueue;
   /** How many blocks may be in flight at once. */
   window: number;
-  /** Hand over blocks: pairs of (position, attempt), already recorded in `inFlight`. */
-  send(blocks: readonly number[]): void;
-  /** Position of the block running now, or -1. */
+  /** A buffer with room for `pairs` (position, attempt) pairs, to fill and pass to `send`. */
+  batchBuffer(pairs: number): Float64Array;
+  /** Hand over the first `count` pairs of `batch`, already recorded in `inFlight`. */
+  send(batch: Float64Array, count: number): void;
+  /** Position of the block running now, or -1 when none is known to run. */
   runningPosition(): number;
-  /** `Date.now()` when the running block started, or NaN. */
-  runningSince(): number;
+  /**
+   * Called on every health tick with the run clock's time: an executor whose block ran past the
+   * task's timeout ends it (a worker crashes through `crashed`, a command fails the block).
+   */
+  checkHealth(now: number): void;
   /**
    * Hand back the blocks it has not started; `returned` reports them. `final` (the run is
    * stopping) also makes it start nothing it is sent later.
@@ -57,4 +56,52 @@ export interface Executor {
   stop(): void;
   /** End it now; no event fires afterwards. */
   kill(): void;
+}
+
+/** Everything a factory needs to make an executor for a task. */
+export interface ExecutorSpec {
+  /** Run-wide worker number. */
+  readonly id: number;
+  readonly task: number;
+  readonly config: TaskConfig;
+  readonly layout: TaskLayout;
+  /** Absolute path of the pipeline module. */
+  readonly pipelinePath: string;
+  /** Measure CPU, RSS and I/O per block (resource tracking). */
+  readonly measure: boolean;
+  readonly clock: RunClock;
+  readonly events: ExecutorEvents;
+}
+
+export type ExecutorFactory = (spec: ExecutorSpec) => Executor;
+
+/** Reusable batch buffers: executors keep the ones that come back from their worker. */
+export class BufferPool {
+  readonly #buffers: ArrayBuffer[] = [];
+  readonly #limit: number;
+
+  constructor(limit = 8) {
+    this.#limit = limit;
+  }
+
+  /** A Float64Array over a pooled buffer of at least `length` numbers, or a new one. */
+  take(length: number): Float64Array {
+    for (let i = this.#buffers.length - 1; i >= 0; i--) {
+      const buffer = this.#buffers[i]!;
+      if (buffer.byteLength >= length * 8) {
+        this.#buffers.splice(i, 1);
+        return new Float64Array(buffer);
+      }
+    }
+    return new Float64Array(Math.max(length, 128));
+  }
+
+  give(buffer: ArrayBuffer): void {
+    if (this.#buffers.length < this.#limit && buffer.byteLength > 0) this.#buffers.push(buffer);
+  }
+
+  /** Hand every pooled buffer over (e.g. to send them back to the worker). */
+  drain(): ArrayBuffer[] {
+    return this.#buffers.splice(0, this.#buffers.length);
+  }
 }

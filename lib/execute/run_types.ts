@@ -19,9 +19,28 @@ export interface BlockFailure {
 export interface TaskResult {
   readonly id: string;
   readonly counters: CounterSnapshot;
+  /** Blocks running right now (processing counts also those queued in a worker or committing). */
+  readonly running: number;
 }
 
 export type StopReason = "SIGINT" | "SIGTERM";
+
+/** How a run ended, decided once (`outcomeOf`); `lib/cli/exit_codes.ts` maps it to an exit code. */
+export type RunOutcome = "complete" | "incomplete" | "interrupted-sigint" | "interrupted-sigterm";
+
+/** The word the events file and `runs.jsonl` use for an outcome. */
+export function outcomeWord(outcome: RunOutcome): "complete" | "incomplete" | "interrupted" {
+  return outcome === "interrupted-sigint" || outcome === "interrupted-sigterm"
+    ? "interrupted"
+    : outcome;
+}
+
+/** A stopped run is interrupted; otherwise complete when every block completed (done or skipped). */
+export function outcomeOf(tasks: readonly TaskResult[], stoppedBy: StopReason | null): RunOutcome {
+  if (stoppedBy === "SIGINT") return "interrupted-sigint";
+  if (stoppedBy === "SIGTERM") return "interrupted-sigterm";
+  return tasks.every((t) => t.counters.completed === t.counters.total) ? "complete" : "incomplete";
+}
 
 export interface RunResult {
   /** Tasks in display order. */
@@ -31,6 +50,7 @@ export interface RunResult {
   readonly seconds: number;
   /** Set when a signal stopped the run early. */
   readonly stoppedBy: StopReason | null;
+  readonly outcome: RunOutcome;
   /** Parallel runs only: where the time went. */
   readonly utilization?: UtilizationReport;
 }
@@ -42,12 +62,6 @@ export interface RunObserver {
   progress?(tasks: readonly TaskResult[]): void;
   notice?(message: string): void;
   runFinished?(result: RunResult): void;
-}
-
-/** True when every block of every task completed (done or skipped). */
-export function runSucceeded(result: RunResult): boolean {
-  return result.stoppedBy === null &&
-    result.tasks.every((t) => t.counters.completed === t.counters.total);
 }
 
 export function errorParts(error: unknown): { message: string; stack?: string } {

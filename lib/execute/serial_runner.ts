@@ -2,33 +2,38 @@
  * `blockwise run --serial`: every block in the main thread, one at a time, in dependency
  * order. Unlike daisy's serial mode this is not fail-fast: a failing block is retried up to
  * `maxRetries` and then failed with its downstream orphaned, exactly as in a parallel run, so the
- * two modes give the same counters. `setup` runs once per task, before its first block.
+ * two modes give the same counters. `setup` runs once per task, before its first block. Outcomes
+ * go through the same `BlockCompletion` as in a parallel run.
  */
 
-import { Scheduler, type SchedulerTaskOptions, type SkipReason } from "../schedule/mod.ts";
-import type { BlockRecorder } from "./parallel_runner.ts";
+import { Scheduler } from "../schedule/mod.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { makeBlock } from "./block.ts";
+import { BlockSource, type Precheck } from "./block_source.ts";
 import { runCommandBlock } from "./command_block.ts";
+import { BlockCompletion, type BlockReport, type CompletionSink } from "./completion.ts";
+import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
 import {
-  type BlockFailure,
   errorParts,
+  outcomeOf,
   type RunObserver,
   type RunResult,
   type StopReason,
   type TaskResult,
 } from "./run_types.ts";
+import { schedulerOptions } from "./scheduler_options.ts";
 
 export interface SerialRunOptions {
   readonly observer?: RunObserver;
-  readonly recorder?: BlockRecorder;
+  readonly sink?: CompletionSink;
   /** Done-marker (and skip-mask) pre-check per task. */
-  readonly precheck?: (task: number) => ((position: number) => SkipReason | null) | undefined;
+  readonly precheck?: (task: number) => Precheck | undefined;
   /** Tasks whose every block is done already (a fully resumed task). */
   readonly alreadyDone?: (task: number) => boolean;
   /** Checked between blocks; when it reports a reason the run stops and reports it. */
   readonly stopRequested?: () => StopReason | null;
+  readonly clock?: RunClock;
 }
 
 export async function runSerial(
@@ -37,13 +42,36 @@ export async function runSerial(
   options: SerialRunOptions = {},
 ): Promise<RunResult> {
   const started = performance.now();
+  const clock = options.clock ?? SYSTEM_CLOCK;
   const observer = options.observer ?? {};
   const tasks = pipeline.tasks;
-  const scheduler = new Scheduler(graph, schedulerOptions(pipeline, options));
+  let completion: BlockCompletion | null = null;
+  const scheduler = new Scheduler(graph, schedulerOptions(pipeline, options), {
+    onOrphaned: (t, p) => completion?.orphaned(t, p),
+  });
+  let pendingBug: unknown = null;
+  completion = new BlockCompletion({
+    scheduler,
+    layouts: graph.layouts,
+    taskIds: tasks.map((t) => t.id),
+    sink: options.sink ?? null,
+    observer,
+    onSettled: () => {},
+    onBug: (error) => (pendingBug = error),
+  });
+  const source = new BlockSource({
+    scheduler,
+    completion,
+    tasks,
+    layouts: graph.layouts,
+    prechecks: tasks.map((_, t) => options.precheck?.(t)),
+    observer,
+    accepting: () => true,
+    onAnswer: (apply) => apply(),
+  });
   const order = graph.dag.order;
   const snapshots = (): TaskResult[] =>
-    order.map((t) => ({ id: tasks[t]!.id, counters: scheduler.snapshot(t) }));
-  const failures: BlockFailure[] = [];
+    order.map((t) => ({ id: tasks[t]!.id, counters: scheduler.snapshot(t), running: 0 }));
   const contexts = new Map<number, unknown>();
   let stoppedBy: StopReason | null = null;
 
@@ -56,21 +84,26 @@ export async function runSerial(
   };
 
   while (!scheduler.isFinished()) {
+    if (pendingBug !== null) throw pendingBug;
     stoppedBy = options.stopRequested?.() ?? null;
     if (stoppedBy !== null) break;
     let ran = false;
     for (const t of order) {
-      const position = scheduler.acquire(t);
+      const position = source.nextPrechecked(t);
       if (position < 0) continue;
       ran = true;
       const task = tasks[t]!;
-      const layout = graph.layouts[t]!;
-      const block = makeBlock(task.id, layout, position, scheduler.attemptOf(t, position));
+      const block = makeBlock(
+        task.id,
+        graph.layouts[t]!,
+        position,
+        scheduler.attemptOf(t, position),
+      );
       if (
         task.check !== null &&
         await checkSaysDone(task, block.id, () => task.check!(block), observer)
       ) {
-        scheduler.succeed(t, position, "checked");
+        completion.skipped(t, position, "checked");
         break;
       }
       let context: unknown;
@@ -78,32 +111,30 @@ export async function runSerial(
         context = await contextOf(t, task);
       } catch (error) {
         const { message } = errorParts(error);
-        scheduler.fail(t, position);
-        scheduler.abandon(t, `setup failed: ${message}`);
+        scheduler.requeue(t, position);
+        scheduler.abandon(t, { kind: "setup-failed", message });
         observer.notice?.(`Task "${task.id}": setup failed, task abandoned: ${message}`);
         break;
       }
-      const sentAt = Date.now();
+      const report: BlockReport = {
+        task: t,
+        position,
+        attempt: block.attempt,
+        sentAt: clock.now(),
+        returnedAt: 0,
+        workerId: -1,
+        usage: null,
+      };
+      let failure: { message: string; stack?: string } | null = null;
       try {
         if (task.kind === "process") await task.process(block, context);
         else await runCommandBlock(task.command, block);
-        if (scheduler.succeed(t, position)) {
-          options.recorder?.succeeded?.(t, position, sentAt, Date.now(), -1, null);
-        }
       } catch (error) {
-        options.recorder?.failed?.(t, position, sentAt, Date.now(), -1, null);
-        const outcome = scheduler.fail(t, position);
-        const failure: BlockFailure = {
-          taskId: task.id,
-          blockId: block.id,
-          index: block.index,
-          attempt: block.attempt,
-          ...errorParts(error),
-          permanent: outcome === "failed",
-        };
-        if (failure.permanent) failures.push(failure);
-        observer.blockFailed?.(failure);
+        failure = errorParts(error);
       }
+      report.returnedAt = clock.now();
+      if (failure === null) await completion.done(report);
+      else completion.failed(report, failure);
       break;
     }
     observer.progress?.(snapshots());
@@ -116,11 +147,13 @@ export async function runSerial(
     }
   }
   if (stoppedBy === null) scheduler.assertBalanced();
+  const finalTasks = snapshots();
   const result: RunResult = {
-    tasks: snapshots(),
-    failures,
+    tasks: finalTasks,
+    failures: completion.failures,
     seconds: (performance.now() - started) / 1000,
     stoppedBy,
+    outcome: outcomeOf(finalTasks, stoppedBy),
   };
   observer.runFinished?.(result);
   return result;
@@ -143,22 +176,4 @@ async function checkSaysDone(
     );
     return false;
   }
-}
-
-/** Scheduler options shared by the serial and parallel runners. */
-export function schedulerOptions(
-  pipeline: PipelineConfig,
-  options: {
-    readonly precheck?: (task: number) => ((position: number) => SkipReason | null) | undefined;
-    readonly alreadyDone?: (task: number) => boolean;
-  },
-): SchedulerTaskOptions[] {
-  return pipeline.tasks.map((t, i) => {
-    const precheck = options.precheck?.(i);
-    return {
-      maxRetries: t.maxRetries,
-      ...(precheck === undefined ? {} : { precheck }),
-      ...(options.alreadyDone?.(i) === true ? { alreadyDone: true } : {}),
-    };
-  });
 }

@@ -1,85 +1,100 @@
-/** An executor backed by a Web Worker running `workers/block_worker.ts`. */
+/**
+ * An executor backed by a Web Worker running `workers/block_worker.ts`. Messages are the
+ * protocol's (`protocol/messages.ts`), checked on arrival; the shared status record
+ * (`protocol/status_slots.ts`) is the fast path for "which block runs now" and for recall.
+ * Batch buffers go back and forth instead of being left to the garbage collector: result
+ * buffers return to the worker with the next blocks, block buffers come back with results.
+ */
 
-import { pathToFileURL } from "node:url";
-import type { LayoutSpec } from "../blocks/mod.ts";
 import { spawnWorker } from "../runtime/mod.ts";
-import type { Executor, ExecutorEvents, ExecutorState, InFlightBlock } from "./executor.ts";
-import { type FromWorker, STATUS_SLOTS, StatusSlot, type ToWorker } from "./worker_protocol.ts";
-
-export interface WorkerExecutorOptions {
-  readonly id: number;
-  readonly task: number;
-  readonly taskId: string;
-  readonly pipelinePath: string;
-  readonly layout: LayoutSpec;
-  readonly measure: boolean;
-  readonly events: ExecutorEvents;
-}
+import { BufferPool, type Executor, type ExecutorSpec, type ExecutorState } from "./executor.ts";
+import { InFlightQueue } from "./in_flight.ts";
+import { parseFromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
+import { STATUS_SLOTS, StatusSlot } from "./protocol/status_slots.ts";
+import { RunningBlockWatch } from "./running_block_watch.ts";
 
 export class WorkerExecutor implements Executor {
   readonly id: number;
   readonly task: number;
-  readonly inFlight = new Map<number, InFlightBlock>();
+  readonly inFlight = new InFlightQueue();
   // One block until the first result tells how long blocks take (then `window` adapts).
   window = 1;
-  private stateValue: ExecutorState = "starting";
-  private readonly worker: Worker;
-  private readonly status: Float64Array;
-  private readonly events: ExecutorEvents;
+  #state: ExecutorState = "starting";
+  readonly #spec: ExecutorSpec;
+  readonly #worker: Worker;
+  readonly #status: Float64Array;
+  readonly #blockBuffers = new BufferPool();
+  readonly #resultBuffers = new BufferPool();
+  readonly #watch: RunningBlockWatch;
+  #recalling = false;
 
-  constructor(options: WorkerExecutorOptions) {
-    this.id = options.id;
-    this.task = options.task;
-    this.events = options.events;
+  constructor(spec: ExecutorSpec) {
+    this.#spec = spec;
+    this.id = spec.id;
+    this.task = spec.task;
+    this.#watch = new RunningBlockWatch(spec.config.timeout);
     const shared = new SharedArrayBuffer(STATUS_SLOTS * Float64Array.BYTES_PER_ELEMENT);
-    this.status = new Float64Array(shared);
-    this.worker = spawnWorker(`${options.taskId}:${options.id}`);
-    this.worker.onmessage = (event: MessageEvent<FromWorker>) => this.receive(event.data);
-    this.worker.onerror = (event: ErrorEvent) => {
+    this.#status = new Float64Array(shared);
+    this.#worker = spawnWorker(`${spec.config.id}:${spec.id}`);
+    this.#worker.onmessage = (event: MessageEvent<unknown>) => this.#receive(event.data);
+    this.#worker.onerror = (event: ErrorEvent) => {
       // Without preventDefault an uncaught error in a worker takes the main thread down (Deno).
       event.preventDefault();
       const where = event.filename ? ` (${event.filename}:${event.lineno})` : "";
-      this.die(`uncaught error in the worker: ${event.message || "unknown error"}${where}`);
+      this.#die(`uncaught error in the worker: ${event.message || "unknown error"}${where}`);
     };
-    this.worker.onmessageerror = () => this.die("a message from the worker could not be read");
+    this.#worker.onmessageerror = () => this.#die("a message from the worker could not be read");
     // Bun reports every worker exit (process.exit, a fatal error) as "close"; Deno has no such
     // event, so the worker announces a self-close itself (see workers/block_worker.ts).
-    this.worker.addEventListener("close", () => this.die("the worker exited"));
-    this.post({
+    this.#worker.addEventListener("close", () => this.#die("the worker exited"));
+    const init: ToWorker & { status: SharedArrayBuffer } = {
       kind: "init",
-      pipelineUrl: pathToFileURL(options.pipelinePath).href,
-      taskId: options.taskId,
-      layout: options.layout,
-      workerId: options.id,
+      protocol: PROTOCOL_VERSION,
+      taskId: spec.config.id,
+      workerId: spec.id,
+      pipeline: spec.pipelinePath,
+      pipelineSha256: null,
+      layout: spec.config.layout,
+      measure: spec.measure,
       status: shared,
-      measure: options.measure,
-    });
+    };
+    this.#worker.postMessage(init);
   }
 
   get state(): ExecutorState {
-    return this.stateValue;
+    return this.#state;
   }
 
-  send(blocks: readonly number[]): void {
-    this.post({ kind: "blocks", blocks: Float64Array.from(blocks) });
+  batchBuffer(pairs: number): Float64Array {
+    return this.#blockBuffers.take(2 * pairs);
+  }
+
+  send(batch: Float64Array, count: number): void {
+    const spare = this.#resultBuffers.drain();
+    const message: ToWorker = { kind: "blocks", blocks: batch, count, spare };
+    this.#worker.postMessage(message, [batch.buffer as ArrayBuffer, ...spare]);
   }
 
   runningPosition(): number {
-    return this.status[StatusSlot.Running] === 1 ? this.status[StatusSlot.Position]! : -1;
+    return this.#status[StatusSlot.Running] === 1 ? this.#status[StatusSlot.Position]! : -1;
   }
 
-  runningSince(): number {
-    return this.status[StatusSlot.Running] === 1 ? this.status[StatusSlot.StartedAt]! : Number.NaN;
+  checkHealth(now: number): void {
+    if (this.#state === "dead") return;
+    const s = this.#status;
+    const overdue = this.#watch.observe(
+      now,
+      s[StatusSlot.Running] === 1 ? s[StatusSlot.Started]! : -1,
+    );
+    if (overdue !== null) this.#die(overdue);
   }
-
-  private recalling = false;
 
   /** At most one recall at a time; the worker answers with `returned` (maybe empty). */
   recall(final = false): void {
-    if (final) this.status[StatusSlot.Stop] = 1;
-    if (this.recalling) return;
-    this.recalling = true;
-    this.status[StatusSlot.Recall] = 1;
+    if (final) this.#status[StatusSlot.Stop] = 1;
+    if (this.#recalling) return;
+    this.#recalling = true;
+    this.#status[StatusSlot.Recall] = 1;
   }
 
   /** Retire an idle worker: it holds no blocks, so terminating it loses nothing. */
@@ -88,52 +103,55 @@ export class WorkerExecutor implements Executor {
   }
 
   kill(): void {
-    this.stateValue = "dead";
-    this.worker.terminate();
+    this.#state = "dead";
+    this.#worker.terminate();
   }
 
-  private post(message: ToWorker): void {
-    this.worker.postMessage(message);
+  #die(reason: string): void {
+    if (this.#state === "dead") return;
+    this.#state = "dead";
+    this.#worker.terminate();
+    this.#spec.events.crashed(this, reason);
   }
 
-  private die(reason: string): void {
-    if (this.stateValue === "dead") return;
-    this.stateValue = "dead";
-    this.worker.terminate();
-    this.events.crashed(this, reason);
-  }
-
-  private receive(message: FromWorker): void {
-    if (this.stateValue === "dead") return; // late message from a terminated worker
+  #receive(data: unknown): void {
+    if (this.#state === "dead") return; // late message from a terminated worker
+    let message;
+    try {
+      message = parseFromWorker(data);
+    } catch (error) {
+      this.#die(`the worker broke the protocol: ${(error as Error).message}`);
+      return;
+    }
+    const events = this.#spec.events;
     switch (message.kind) {
       case "ready":
-        this.stateValue = "ready";
-        this.events.ready(this);
+        this.#state = "ready";
+        events.ready(this);
         break;
       case "setup-failed":
-        this.stateValue = "dead";
-        this.worker.terminate();
-        this.events.setupFailed(this, message.message, message.stack);
+        this.#state = "dead";
+        this.#worker.terminate();
+        events.setupFailed(this, message.message, message.stack);
         break;
       case "results":
-        this.events.results(
-          this,
-          message.done,
-          message.durations,
-          message.usage,
-          message.failed,
-          message.cpuSeconds,
-        );
+        for (const buffer of message.spare ?? []) this.#blockBuffers.give(buffer);
+        events.results(this, message);
+        this.#resultBuffers.give(message.records.buffer as ArrayBuffer);
         break;
       case "output":
-        this.events.output(this, message.stream, message.text);
+        events.output(this, message.stream, message.text);
         break;
       case "returned":
-        this.recalling = false;
-        this.events.returned(this, message.positions);
+        this.#recalling = false;
+        events.returned(this, message.positions, message.count);
         break;
       case "closing":
-        this.die(message.reason);
+        this.#die(message.reason);
+        break;
+      case "hello":
+      case "heartbeat":
+        this.#die(`the worker sent "${message.kind}", which only byte-stream workers send`);
         break;
     }
   }

@@ -44,11 +44,12 @@ import { dirname } from "node:path";
 import process from "node:process";
 import { clearTimeout, setTimeout } from "node:timers";
 import type { BlockId } from "../blocks/mod.ts";
+import { describeAbandonReason } from "../schedule/mod.ts";
 import {
   type BlockFailure,
+  outcomeWord,
   type RunObserver,
   type RunResult,
-  runSucceeded,
   type TaskResult,
 } from "../execute/run_types.ts";
 
@@ -93,7 +94,7 @@ function taskCounters({ id, counters: c }: TaskResult): TaskLine {
     orphaned: c.orphaned,
     failed_attempts: c.failedAttempts,
   };
-  if (c.abandonReason !== undefined) line.abandon_reason = c.abandonReason;
+  if (c.abandonReason !== undefined) line.abandon_reason = describeAbandonReason(c.abandonReason);
   return line;
 }
 
@@ -298,13 +299,8 @@ export function createEventLog(
       finished = true;
       flushHeld(true);
       progress(result.tasks, true);
-      const outcome = result.stoppedBy !== null
-        ? "interrupted"
-        : runSucceeded(result)
-        ? "complete"
-        : "incomplete";
       write("run_end", {
-        outcome,
+        outcome: outcomeWord(result.outcome),
         stopped_by: result.stoppedBy,
         exit_code: exitCode,
         seconds: result.seconds,

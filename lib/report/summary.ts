@@ -12,7 +12,7 @@
  * blocks still waiting or running; else `✔`.
  */
 
-import type { CounterSnapshot } from "../schedule/counters.ts";
+import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
 
 export interface TaskSummaryRow {
   readonly id: string;
@@ -197,7 +197,7 @@ export function formatExecutionSummary(
         }`,
       );
       if (counters.phase === "abandoned") {
-        const reason = firstLine(counters.abandonReason ?? "no reason recorded");
+        const reason = firstLine(abandonText(counters));
         lines.push(`${lead}  ${paint(`abandoned: ${reason}`, "yellow", color)}`);
       }
     }
@@ -284,7 +284,13 @@ export function formatCountersLine(id: string, counters: CounterSnapshot): strin
     `${id}: ${c.completed}/${c.total} done, ${c.processing} running, ${c.failed} failed, ` +
     `${c.orphaned} orphaned, ${c.skipped} skipped`;
   if (c.phase === "abandoned") {
-    line += `, abandoned: ${firstLine(c.abandonReason ?? "no reason recorded")}`;
+    line += `, abandoned: ${firstLine(abandonText(c))}`;
   }
   return line;
+}
+
+function abandonText(c: CounterSnapshot): string {
+  return c.abandonReason === undefined
+    ? "no reason recorded"
+    : describeAbandonReason(c.abandonReason);
 }

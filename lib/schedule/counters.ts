@@ -1,14 +1,41 @@
 /**
  * Per-task counters as a typestate: a task is `running` until its counters balance (`done`) or
- * it is given up (`abandoned`). Terminal states are sticky: every later change is refused, so
- * a late message from a terminated worker can never move a counter (daisy reference §5.5).
+ * it is given up (`abandoned`). Every counter is private and only moves through a transition of
+ * `RunningCounters`, which exists only while the task runs: once terminal, `whileRunning()` is
+ * null and a late message from a terminated worker can never move a counter (daisy §5.5).
  *
- * Conservation (daisy §5.5), checked by `assertBalanced`:
+ * Every counter is kept on its own (none is derived from the others), so the conservation law
  *   total = ready + processing + pending + completed + failed + orphaned
- * with `skipped <= completed` (skipped blocks count as completed and also in `skipped`).
+ * with `skipped <= completed` is a real check of the transitions (`assertBalanced`).
+ *
+ * This module is internal to lib/schedule: only the scheduler holds `TaskCounters`; everyone
+ * else reads a `CounterSnapshot`.
  */
 
 export type TaskPhase = "running" | "done" | "abandoned";
+
+/** Why a task was given up. */
+export type AbandonReason =
+  | {
+    readonly kind: "workers-failed";
+    /** Workers of the task that crashed, timed out or failed setup. */
+    readonly failures: number;
+    readonly maxWorkerRestarts: number;
+  }
+  | { readonly kind: "setup-failed"; readonly message: string }
+  | { readonly kind: "upstream-abandoned"; readonly upstream: string };
+
+/** The sentence the summary, the progress lines and the events file show for a reason. */
+export function describeAbandonReason(reason: AbandonReason): string {
+  switch (reason.kind) {
+    case "workers-failed":
+      return `its workers failed ${reason.failures} times and maxWorkerRestarts (${reason.maxWorkerRestarts}) is spent`;
+    case "setup-failed":
+      return `setup failed: ${reason.message}`;
+    case "upstream-abandoned":
+      return `upstream task "${reason.upstream}" was abandoned`;
+  }
+}
 
 export interface CounterSnapshot {
   readonly phase: TaskPhase;
@@ -23,83 +50,162 @@ export interface CounterSnapshot {
   /** Failed attempts, including the ones that were retried. */
   readonly failedAttempts: number;
   readonly started: boolean;
-  readonly abandonReason?: string;
+  readonly abandonReason?: AbandonReason;
+}
+
+/** The transitions of a running task. Each moves blocks between exactly two counters. */
+export interface RunningCounters {
+  /** ready -> processing (a block was handed out). */
+  dispatch(): void;
+  /** processing -> ready (handed back unstarted, or retried after a failed attempt). */
+  requeue(failedAttempt: boolean): void;
+  /** processing -> completed (and skipped when `skipped`). */
+  complete(skipped: boolean): void;
+  /** processing -> failed, after its last attempt failed. */
+  failPermanently(): void;
+  /** pending -> ready (its last upstream block succeeded). */
+  promote(): void;
+  /** pending -> orphaned (an upstream block failed for good). */
+  orphan(): void;
+  /** Everything not terminal -> orphaned; the task becomes `abandoned`. */
+  abandon(reason: AbandonReason): void;
+  /** Move to `done` when every block is terminal; returns whether it did. */
+  finalize(): boolean;
 }
 
 export class TaskCounters {
-  private phaseValue: TaskPhase = "running";
   readonly total: number;
-  ready = 0;
-  processing = 0;
-  completed = 0;
-  skipped = 0;
-  failed = 0;
-  orphaned = 0;
-  failedAttempts = 0;
-  started = false;
-  abandonReason: string | undefined;
+  #phase: TaskPhase = "running";
+  #ready: number;
+  #processing = 0;
+  #pending: number;
+  #completed = 0;
+  #skipped = 0;
+  #failed = 0;
+  #orphaned = 0;
+  #failedAttempts = 0;
+  #started = false;
+  #abandonReason: AbandonReason | null = null;
+  readonly #transitions: RunningCounters;
 
   constructor(total: number, ready: number) {
     this.total = total;
-    this.ready = ready;
+    this.#ready = ready;
+    this.#pending = total - ready;
+    this.#transitions = {
+      dispatch: () => {
+        this.#ready--;
+        this.#processing++;
+        this.#started = true;
+      },
+      requeue: (failedAttempt) => {
+        this.#processing--;
+        this.#ready++;
+        if (failedAttempt) this.#failedAttempts++;
+      },
+      complete: (skipped) => {
+        this.#processing--;
+        this.#completed++;
+        if (skipped) this.#skipped++;
+      },
+      failPermanently: () => {
+        this.#processing--;
+        this.#failed++;
+        this.#failedAttempts++;
+      },
+      promote: () => {
+        this.#pending--;
+        this.#ready++;
+      },
+      orphan: () => {
+        this.#pending--;
+        this.#orphaned++;
+      },
+      abandon: (reason) => {
+        this.#orphaned += this.#ready + this.#processing + this.#pending;
+        this.#ready = 0;
+        this.#processing = 0;
+        this.#pending = 0;
+        this.#abandonReason = reason;
+        this.#phase = "abandoned";
+      },
+      finalize: () => {
+        if (this.#completed + this.#failed + this.#orphaned !== this.total) return false;
+        this.#phase = "done";
+        return true;
+      },
+    };
+  }
+
+  /** A task whose every block was done before the run: completed and skipped, phase done. */
+  static alreadyDone(total: number): TaskCounters {
+    const c = new TaskCounters(total, 0);
+    c.#pending = 0;
+    c.#completed = c.#skipped = total;
+    c.#started = total > 0;
+    c.#phase = "done";
+    return c;
+  }
+
+  /** The transitions, or null once the task is terminal (every late change is refused). */
+  whileRunning(): RunningCounters | null {
+    return this.#phase === "running" ? this.#transitions : null;
   }
 
   get phase(): TaskPhase {
-    return this.phaseValue;
+    return this.#phase;
   }
-
   get running(): boolean {
-    return this.phaseValue === "running";
+    return this.#phase === "running";
   }
-
+  get ready(): number {
+    return this.#ready;
+  }
+  get processing(): number {
+    return this.#processing;
+  }
   get pending(): number {
-    return this.total - this.ready - this.processing - this.completed - this.failed -
-      this.orphaned;
+    return this.#pending;
   }
-
-  /** Blocks that reached a terminal state. */
-  get finished(): number {
-    return this.completed + this.failed + this.orphaned;
+  get completed(): number {
+    return this.#completed;
   }
-
-  /** Move to `done` when every block is terminal; returns whether the task is done now. */
-  finalize(): boolean {
-    if (this.phaseValue === "running" && this.finished === this.total) this.phaseValue = "done";
-    return this.phaseValue === "done";
+  get failed(): number {
+    return this.#failed;
   }
-
-  /** Give up on the task: every block not yet terminal becomes orphaned. */
-  abandon(reason: string): boolean {
-    if (this.phaseValue !== "running") return false;
-    this.orphaned += Math.max(this.total - this.finished, 0);
-    this.ready = 0;
-    this.processing = 0;
-    this.abandonReason = reason;
-    this.phaseValue = "abandoned";
-    return true;
+  get orphaned(): number {
+    return this.#orphaned;
   }
 
   snapshot(): CounterSnapshot {
-    const s = {
-      phase: this.phaseValue,
+    const s: CounterSnapshot = {
+      phase: this.#phase,
       total: this.total,
-      ready: this.ready,
-      processing: this.processing,
-      pending: this.pending,
-      completed: this.completed,
-      skipped: this.skipped,
-      failed: this.failed,
-      orphaned: this.orphaned,
-      failedAttempts: this.failedAttempts,
-      started: this.started,
+      ready: this.#ready,
+      processing: this.#processing,
+      pending: this.#pending,
+      completed: this.#completed,
+      skipped: this.#skipped,
+      failed: this.#failed,
+      orphaned: this.#orphaned,
+      failedAttempts: this.#failedAttempts,
+      started: this.#started,
     };
-    return this.abandonReason === undefined ? s : { ...s, abandonReason: this.abandonReason };
+    return this.#abandonReason === null ? s : { ...s, abandonReason: this.#abandonReason };
   }
 
-  /** Throws when the conservation invariant is broken: that is a bug, never a user error. */
+  /** Throws when the conservation law is broken: that is a bug, never a user error. */
   assertBalanced(taskId: string): void {
-    const values = [this.ready, this.processing, this.pending, this.completed, this.failed];
-    if (values.some((v) => v < 0) || this.orphaned < 0 || this.skipped > this.completed) {
+    const parts = [
+      this.#ready,
+      this.#processing,
+      this.#pending,
+      this.#completed,
+      this.#failed,
+      this.#orphaned,
+    ];
+    const sum = parts.reduce((a, b) => a + b, 0);
+    if (parts.some((v) => v < 0) || sum !== this.total || this.#skipped > this.#completed) {
       throw new Error(
         `Internal error: counters of task "${taskId}" are unbalanced: ${
           JSON.stringify(this.snapshot())

@@ -1,4 +1,9 @@
-export * from "./counters.ts";
+export {
+  type AbandonReason,
+  type CounterSnapshot,
+  describeAbandonReason,
+  type TaskPhase,
+} from "./counters.ts";
 export * from "./ready_queue.ts";
 export * from "./scheduler.ts";
 export * from "./resource_budget.ts";

@@ -5,49 +5,63 @@
  */
 
 export class ReadyQueue {
-  private initial: Iterator<number> | null;
-  private buffer: Float64Array;
-  private head = 0;
-  private size = 0;
+  #initial: Iterator<number> | null;
+  /** Initial positions the iterator has not produced yet. */
+  #initialLeft: number;
+  #buffer: Float64Array;
+  #head = 0;
+  #size = 0;
 
-  constructor(initial: Iterable<number> | null) {
-    this.initial = initial === null ? null : initial[Symbol.iterator]();
-    this.buffer = new Float64Array(64);
+  /** `initial` yields exactly `initialCount` positions. */
+  constructor(initial: Iterable<number> | null, initialCount = 0) {
+    this.#initial = initial === null ? null : initial[Symbol.iterator]();
+    this.#initialLeft = initial === null ? 0 : initialCount;
+    this.#buffer = new Float64Array(64);
+  }
+
+  /** Positions queued now (initial ones not yet produced included). */
+  get length(): number {
+    return this.#initialLeft + this.#size;
   }
 
   /** Next ready position, or -1 when none is ready now. */
   shift(): number {
-    if (this.initial !== null) {
-      const next = this.initial.next();
-      if (!next.done) return next.value;
-      this.initial = null;
+    if (this.#initial !== null) {
+      const next = this.#initial.next();
+      if (!next.done) {
+        this.#initialLeft--;
+        return next.value;
+      }
+      this.#initial = null;
+      this.#initialLeft = 0;
     }
-    if (this.size === 0) return -1;
-    const value = this.buffer[this.head]!;
-    this.head = (this.head + 1) % this.buffer.length;
-    this.size--;
+    if (this.#size === 0) return -1;
+    const value = this.#buffer[this.#head]!;
+    this.#head = (this.#head + 1) % this.#buffer.length;
+    this.#size--;
     return value;
   }
 
   push(position: number): void {
-    if (this.size === this.buffer.length) this.grow();
-    this.buffer[(this.head + this.size) % this.buffer.length] = position;
-    this.size++;
+    if (this.#size === this.#buffer.length) this.#grow();
+    this.#buffer[(this.#head + this.#size) % this.#buffer.length] = position;
+    this.#size++;
   }
 
   /** Drop everything (the task was abandoned or the run is stopping). */
   clear(): void {
-    this.initial = null;
-    this.head = 0;
-    this.size = 0;
+    this.#initial = null;
+    this.#initialLeft = 0;
+    this.#head = 0;
+    this.#size = 0;
   }
 
-  private grow(): void {
-    const next = new Float64Array(this.buffer.length * 2);
-    for (let i = 0; i < this.size; i++) {
-      next[i] = this.buffer[(this.head + i) % this.buffer.length]!;
+  #grow(): void {
+    const next = new Float64Array(this.#buffer.length * 2);
+    for (let i = 0; i < this.#size; i++) {
+      next[i] = this.#buffer[(this.#head + i) % this.#buffer.length]!;
     }
-    this.buffer = next;
-    this.head = 0;
+    this.#buffer = next;
+    this.#head = 0;
   }
 }

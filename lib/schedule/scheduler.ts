@@ -12,7 +12,7 @@
 
 import { type BlockRef, type DependencyGraph } from "../graph/mod.ts";
 import { compareBlockIds } from "../blocks/mod.ts";
-import { type CounterSnapshot, TaskCounters } from "./counters.ts";
+import { type AbandonReason, type CounterSnapshot, TaskCounters } from "./counters.ts";
 import { ReadyQueue } from "./ready_queue.ts";
 
 /** Why a block was not run: a done marker, a skip mask, or the task's `check`. */
@@ -26,8 +26,6 @@ export interface SchedulerTaskOptions {
    * counted as skipped, and no block of it is ever handed out.
    */
   readonly alreadyDone?: boolean;
-  /** Cheap synchronous pre-check (done marker, then skip mask); null means run the block. */
-  readonly precheck?: (position: number) => SkipReason | null;
 }
 
 export type FailureOutcome = "retry" | "failed" | "dropped";
@@ -41,14 +39,14 @@ export interface SchedulerEvents {
 
 export class Scheduler {
   readonly graph: DependencyGraph;
-  private readonly counters: TaskCounters[];
-  private readonly queues: ReadyQueue[];
-  private readonly pending: Map<number, number>[];
-  private readonly orphaned: Set<number>[];
-  private readonly retries: Map<number, number>[];
-  private readonly options: readonly SchedulerTaskOptions[];
-  private readonly events: SchedulerEvents;
-  private readonly newlyReady: BlockRef[] = [];
+  readonly #counters: TaskCounters[] = [];
+  readonly #queues: ReadyQueue[] = [];
+  readonly #pending: Map<number, number>[] = [];
+  readonly #orphaned: Set<number>[] = [];
+  readonly #retries: Map<number, number>[] = [];
+  readonly #options: readonly SchedulerTaskOptions[];
+  readonly #events: SchedulerEvents;
+  readonly #newlyReady: BlockRef[] = [];
 
   constructor(
     graph: DependencyGraph,
@@ -61,42 +59,33 @@ export class Scheduler {
       );
     }
     this.graph = graph;
-    this.options = options;
-    this.events = events;
+    this.#options = options;
+    this.#events = events;
     const n = graph.taskCount;
-    this.counters = [];
-    this.queues = [];
-    this.pending = [];
-    this.orphaned = [];
-    this.retries = [];
     for (let t = 0; t < n; t++) {
       if (options[t]!.alreadyDone === true) graph.markSatisfied(t);
     }
     for (let t = 0; t < n; t++) {
       const layout = graph.layouts[t]!;
+      this.#pending.push(new Map());
+      this.#orphaned.push(new Set());
+      this.#retries.push(new Map());
       if (options[t]!.alreadyDone === true) {
-        const c = new TaskCounters(layout.blockCount, 0);
-        c.completed = c.skipped = layout.blockCount;
-        c.started = layout.blockCount > 0;
-        this.counters.push(c);
-        this.queues.push(new ReadyQueue(null));
-        this.pending.push(new Map());
-        this.orphaned.push(new Set());
-        this.retries.push(new Map());
+        this.#counters.push(TaskCounters.alreadyDone(layout.blockCount));
+        this.#queues.push(new ReadyQueue(null));
         continue;
       }
       const initial = layout.blockCount === 0 ? 0 : graph.initialCount(t);
-      this.counters.push(new TaskCounters(layout.blockCount, initial));
-      this.queues.push(new ReadyQueue(initial === 0 ? null : graph.initialPositions(t)));
-      this.pending.push(new Map());
-      this.orphaned.push(new Set());
-      this.retries.push(new Map());
+      this.#counters.push(new TaskCounters(layout.blockCount, initial));
+      this.#queues.push(
+        new ReadyQueue(initial === 0 ? null : graph.initialPositions(t), initial),
+      );
     }
-    for (let t = 0; t < n; t++) this.finalize(t);
+    for (let t = 0; t < n; t++) this.#finalize(t);
   }
 
   get taskCount(): number {
-    return this.counters.length;
+    return this.#counters.length;
   }
 
   taskId(task: number): string {
@@ -104,62 +93,53 @@ export class Scheduler {
   }
 
   snapshot(task: number): CounterSnapshot {
-    return this.counters[task]!.snapshot();
+    return this.#counters[task]!.snapshot();
   }
 
   isRunning(task: number): boolean {
-    return this.counters[task]!.running;
+    return this.#counters[task]!.running;
   }
 
   readyCount(task: number): number {
-    return this.counters[task]!.ready;
+    return this.#counters[task]!.ready;
   }
 
   processingCount(task: number): number {
-    return this.counters[task]!.processing;
+    return this.#counters[task]!.processing;
+  }
+
+  /** Length of the task's ready queue, counted by the queue itself (tests compare it with `ready`). */
+  queuedCount(task: number): number {
+    return this.#queues[task]!.length;
   }
 
   /** 1 for the first attempt of a block, 2 for its first retry, and so on. */
   attemptOf(task: number, position: number): number {
-    return (this.retries[task]!.get(position) ?? 0) + 1;
+    return (this.#retries[task]!.get(position) ?? 0) + 1;
   }
 
-  /**
-   * Hand out the next ready block of a task (it becomes `processing`), or -1 when none is
-   * ready. Blocks the pre-check skips are released as successes on the way, as daisy does.
-   */
+  /** Hand out the next ready block of a task (it becomes `processing`), or -1 when none is ready. */
   acquire(task: number): number {
-    const c = this.counters[task]!;
-    if (!c.running) return -1;
-    const queue = this.queues[task]!;
-    const precheck = this.options[task]!.precheck;
-    while (c.ready > 0) {
-      const position = queue.shift();
-      if (position < 0) break;
-      c.ready--;
-      c.processing++;
-      c.started = true;
-      const skip = precheck === undefined ? null : precheck(position);
-      if (skip === null) return position;
-      this.succeed(task, position, skip);
-      if (!c.running) return -1;
-    }
-    return -1;
+    const c = this.#counters[task]!;
+    const running = c.whileRunning();
+    if (running === null || c.ready === 0) return -1;
+    const position = this.#queues[task]!.shift();
+    if (position < 0) return -1;
+    running.dispatch();
+    return position;
   }
 
   /**
-   * A processing block succeeded (or was skipped by `check`). Returns false when the release was
-   * dropped because the task is no longer running.
+   * A processing block succeeded, or was skipped (done marker, mask, `check`). Returns false
+   * when the release was dropped because the task is no longer running.
    */
   succeed(task: number, position: number, skipped: SkipReason | null = null): boolean {
-    const c = this.counters[task]!;
-    if (!c.running) return false;
-    c.processing--;
-    c.completed++;
-    if (skipped !== null) c.skipped++;
-    this.retries[task]!.delete(position);
-    this.releaseDownstream(task, position);
-    this.finalize(task);
+    const running = this.#counters[task]!.whileRunning();
+    if (running === null) return false;
+    running.complete(skipped !== null);
+    this.#retries[task]!.delete(position);
+    this.#releaseDownstream(task, position);
+    this.#finalize(task);
     return true;
   }
 
@@ -168,24 +148,21 @@ export class Scheduler {
    * spent; then it fails permanently and everything downstream of it is orphaned.
    */
   fail(task: number, position: number): FailureOutcome {
-    const c = this.counters[task]!;
-    if (!c.running) return "dropped";
-    c.failedAttempts++;
-    const retries = this.retries[task]!;
+    const running = this.#counters[task]!.whileRunning();
+    if (running === null) return "dropped";
+    const retries = this.#retries[task]!;
     const spent = retries.get(position) ?? 0;
-    if (spent < this.options[task]!.maxRetries) {
+    if (spent < this.#options[task]!.maxRetries) {
       retries.set(position, spent + 1);
-      this.queues[task]!.push(position);
-      c.processing--;
-      c.ready++;
+      this.#queues[task]!.push(position);
+      running.requeue(true);
       return "retry";
     }
     retries.delete(position);
-    c.processing--;
-    c.failed++;
-    const touched = this.orphanDownstream(task, position);
-    this.finalize(task);
-    for (const t of touched) this.finalize(t);
+    running.failPermanently();
+    const touched = this.#orphanDownstream(task, position);
+    this.#finalize(task);
+    for (const t of touched) this.#finalize(t);
     return "failed";
   }
 
@@ -194,40 +171,40 @@ export class Scheduler {
    * worker was lost before it started the block, or the run is stopping.
    */
   requeue(task: number, position: number): boolean {
-    const c = this.counters[task]!;
-    if (!c.running) return false;
-    this.queues[task]!.push(position);
-    c.processing--;
-    c.ready++;
+    const running = this.#counters[task]!.whileRunning();
+    if (running === null) return false;
+    this.#queues[task]!.push(position);
+    running.requeue(false);
     return true;
   }
 
   /**
-   * Give up on a task (its workers kept crashing, or the run is being torn down): every block
-   * not yet terminal is orphaned, and so is every task downstream of it.
+   * Give up on a task (its workers kept failing, or its setup failed): every block not yet
+   * terminal is orphaned, and so is every task downstream of it. Returns the tasks abandoned.
    */
-  abandon(task: number, reason: string): number[] {
+  abandon(task: number, reason: AbandonReason): number[] {
     const abandoned: number[] = [];
-    const stack = [task];
-    let why = reason;
+    // Downstream tasks name the task that was given up first: the root cause.
+    const upstream: AbandonReason = { kind: "upstream-abandoned", upstream: this.taskId(task) };
+    const stack: [number, AbandonReason][] = [[task, reason]];
     while (stack.length > 0) {
-      const t = stack.pop()!;
-      if (this.counters[t]!.abandon(why)) {
-        this.queues[t]!.clear();
-        this.pending[t]!.clear();
-        this.retries[t]!.clear();
-        abandoned.push(t);
-        this.events.onTaskFinished?.(t);
-        for (const d of this.graph.dag.downstream[t]!) stack.push(d);
-      }
-      why = `upstream task "${this.taskId(task)}" was abandoned`;
+      const [t, why] = stack.pop()!;
+      const running = this.#counters[t]!.whileRunning();
+      if (running === null) continue;
+      running.abandon(why);
+      this.#queues[t]!.clear();
+      this.#pending[t]!.clear();
+      this.#retries[t]!.clear();
+      abandoned.push(t);
+      this.#events.onTaskFinished?.(t);
+      for (const d of this.graph.dag.downstream[t]!) stack.push([d, upstream]);
     }
     return abandoned;
   }
 
   /** Every task is done or abandoned. */
   isFinished(): boolean {
-    return this.counters.every((c) => !c.running);
+    return this.#counters.every((c) => !c.running);
   }
 
   /**
@@ -237,7 +214,7 @@ export class Scheduler {
    */
   isStalled(): boolean {
     let running = false;
-    for (const c of this.counters) {
+    for (const c of this.#counters) {
       if (c.ready > 0 || c.processing > 0) return false;
       if (c.running) running = true;
     }
@@ -245,15 +222,15 @@ export class Scheduler {
   }
 
   assertBalanced(): void {
-    this.counters.forEach((c, t) => c.assertBalanced(this.taskId(t)));
+    this.#counters.forEach((c, t) => c.assertBalanced(this.taskId(t)));
   }
 
-  private releaseDownstream(task: number, position: number): void {
-    const ready = this.newlyReady;
+  #releaseDownstream(task: number, position: number): void {
+    const ready = this.#newlyReady;
     ready.length = 0;
     this.graph.forEachDownstream(task, position, (t, p) => {
-      if (!this.counters[t]!.running || this.orphaned[t]!.has(p)) return;
-      const pending = this.pending[t]!;
+      if (!this.#counters[t]!.running || this.#orphaned[t]!.has(p)) return;
+      const pending = this.#pending[t]!;
       const missing = (pending.get(p) ?? this.graph.upstreamCount(t, p)) - 1;
       if (missing === 0) {
         pending.delete(p);
@@ -266,44 +243,45 @@ export class Scheduler {
       // daisy appends newly ready blocks in block-ID order (reference §5.2).
       const keyed = ready.map((r) => ({ r, id: this.graph.blockIdOf(r) }));
       keyed.sort((a, b) => compareBlockIds(a.id, b.id));
-      for (const { r } of keyed) this.enqueue(r.task, r.position);
+      for (const { r } of keyed) this.#enqueue(r.task, r.position);
     } else if (ready.length === 1) {
-      this.enqueue(ready[0]!.task, ready[0]!.position);
+      this.#enqueue(ready[0]!.task, ready[0]!.position);
     }
   }
 
-  private enqueue(task: number, position: number): void {
-    const c = this.counters[task]!;
-    if (!c.running) return;
-    this.queues[task]!.push(position);
-    c.ready++;
+  #enqueue(task: number, position: number): void {
+    const running = this.#counters[task]!.whileRunning();
+    if (running === null) return;
+    this.#queues[task]!.push(position);
+    running.promote();
   }
 
   /** Orphan the transitive downstream closure of a failed block; returns the tasks touched. */
-  private orphanDownstream(task: number, position: number): Set<number> {
+  #orphanDownstream(task: number, position: number): Set<number> {
     const touched = new Set<number>();
     const stack: number[] = [task, position];
     while (stack.length > 0) {
       const p = stack.pop()!;
       const t = stack.pop()!;
       this.graph.forEachDownstream(t, p, (dt, dp) => {
-        const c = this.counters[dt]!;
-        if (!c.running) return;
-        const orphaned = this.orphaned[dt]!;
+        const running = this.#counters[dt]!.whileRunning();
+        if (running === null) return;
+        const orphaned = this.#orphaned[dt]!;
         if (orphaned.has(dp)) return;
         orphaned.add(dp);
-        this.pending[dt]!.delete(dp);
-        c.orphaned++;
+        this.#pending[dt]!.delete(dp);
+        running.orphan();
         touched.add(dt);
-        this.events.onOrphaned?.(dt, dp);
+        this.#events.onOrphaned?.(dt, dp);
         stack.push(dt, dp);
       });
     }
     return touched;
   }
 
-  private finalize(task: number): void {
-    const c = this.counters[task]!;
-    if (c.running && c.finalize()) this.events.onTaskFinished?.(task);
+  #finalize(task: number): void {
+    if (this.#counters[task]!.whileRunning()?.finalize() === true) {
+      this.#events.onTaskFinished?.(task);
+    }
   }
 }

@@ -12,12 +12,12 @@ import { randomUUID } from "node:crypto";
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { MmapKind } from "../runtime/mod.ts";
-import type { RunResult } from "../execute/run_types.ts";
+import { outcomeWord, type RunResult } from "../execute/run_types.ts";
 import { VERSION } from "../version.ts";
 import { acquireStoreLock, type StoreLock } from "./lock.ts";
 import { appendRunRecord } from "./runs_log.ts";
 import { TrackingStore } from "./store.ts";
-import type { BlockUsage } from "../execute/worker_protocol.ts";
+import type { BlockReport, CompletionSink } from "../execute/completion.ts";
 import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
 
@@ -53,7 +53,7 @@ interface Tracked {
   readonly doneAtStart: number;
 }
 
-export class TrackingSession {
+export class TrackingSession implements CompletionSink {
   private readonly tracked: (Tracked | null)[];
   private readonly layouts: readonly TaskLayout[];
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -166,38 +166,24 @@ export class TrackingSession {
     return this.store(task)?.resourceTracking ?? false;
   }
 
-  /** A block succeeded: its done byte is set only now. */
-  succeeded(
-    task: number,
-    position: number,
-    sentAt: number,
-    returnedAt: number,
-    workerId: number,
-    figures: BlockUsage | ArrayLike<number> | null,
-  ): void {
-    const store = this.store(task);
+  /** A block succeeded: its done byte is set only now (CompletionSink). */
+  done(report: BlockReport): void {
+    const store = this.store(report.task);
     if (store === null) return;
-    const cell = this.layouts[task]!.trackingCellOf(position);
+    const cell = this.layouts[report.task]!.trackingCellOf(report.position);
     if (cell < 0) return;
-    store.recordBlock(cell, sentAt, returnedAt, workerId, figures);
+    store.recordBlock(cell, report.sentAt, report.returnedAt, report.workerId, report.usage);
     store.markDone(cell);
   }
 
-  /** An attempt failed: counted in `failures`, kept across runs. */
-  failed(
-    task: number,
-    position: number,
-    sentAt: number,
-    returnedAt: number,
-    workerId: number,
-    figures: BlockUsage | ArrayLike<number> | null,
-  ): void {
-    const store = this.store(task);
+  /** An attempt failed: counted in `failures`, kept across runs (CompletionSink). */
+  failed(report: BlockReport): void {
+    const store = this.store(report.task);
     if (store === null) return;
-    const cell = this.layouts[task]!.trackingCellOf(position);
+    const cell = this.layouts[report.task]!.trackingCellOf(report.position);
     if (cell < 0) return;
     store.addFailure(cell);
-    store.recordBlock(cell, sentAt, returnedAt, workerId, figures);
+    store.recordBlock(cell, report.sentAt, report.returnedAt, report.workerId, report.usage);
   }
 
   flush(): void {
@@ -260,7 +246,7 @@ export class TrackingSession {
       seconds: (ended.getTime() - this.startedAt.getTime()) / 1000,
       outcome: result === null
         ? "aborted"
-        : result.stoppedBy !== null
+        : outcomeWord(result.outcome) === "interrupted"
         ? "interrupted"
         : counters !== undefined && counters.completed === counters.total
         ? "complete"

@@ -1,0 +1,89 @@
+/**
+ * Handing blocks to executors. Each executor has a window of blocks in flight, sized after every
+ * result batch so a window holds about `TARGET_BATCH_MS` of work: hundreds of no-op blocks per
+ * message, one or two slow blocks (so no worker hoards slow blocks while others idle). A batch is
+ * sent when half the window is free, written straight into a typed array the executor lends.
+ */
+
+import type { Executor } from "./executor.ts";
+import type { BlockSource } from "./block_source.ts";
+import type { RunClock } from "./run_clock.ts";
+import type { Scheduler } from "../schedule/mod.ts";
+import type { TaskRuntime } from "./task_runtime.ts";
+
+export const TARGET_BATCH_MS = 10;
+export const MAX_WINDOW = 1024;
+export const MIN_WINDOW = 2;
+
+export class Dispatcher {
+  readonly #scheduler: Scheduler;
+  readonly #source: BlockSource;
+  readonly #tasks: readonly TaskRuntime[];
+  readonly #clock: RunClock;
+  readonly #maxWindow: number;
+
+  constructor(
+    scheduler: Scheduler,
+    source: BlockSource,
+    tasks: readonly TaskRuntime[],
+    clock: RunClock,
+    maxWindow = MAX_WINDOW,
+  ) {
+    this.#scheduler = scheduler;
+    this.#source = source;
+    this.#tasks = tasks;
+    this.#clock = clock;
+    this.#maxWindow = maxWindow;
+  }
+
+  get maxWindow(): number {
+    return this.#maxWindow;
+  }
+
+  /** Hand an executor blocks until its window is full. */
+  fill(executor: Executor): void {
+    if (executor.state !== "ready") return;
+    const t = executor.task;
+    const held = executor.inFlight.size;
+    const free = executor.window - held;
+    // Batch: wait until half the window is free, unless the executor is idle.
+    if (free <= 0 || (held > 0 && free < executor.window / 2)) return;
+    // While sibling executors are starting or idle, take only a fair share of what is ready, so
+    // a window grown on fast blocks does not hoard slow ones.
+    let limit = free;
+    let waiting = 0;
+    for (const e of this.#tasks[t]!.executors) {
+      if (e !== executor && (e.state === "starting" || e.inFlight.size === 0)) waiting++;
+    }
+    if (waiting > 0) {
+      const ready = this.#source.available(t);
+      limit = Math.min(free, Math.max(1, Math.ceil((ready + held) / (waiting + 1)) - held));
+    }
+    if (this.#source.available(t) === 0) return;
+    // The buffer is taken only once a block needs it: pre-checks may skip everything ready.
+    let position = this.#source.next(t);
+    if (position < 0) return;
+    const batch = executor.batchBuffer(limit);
+    const now = this.#clock.now();
+    let count = 0;
+    while (position >= 0) {
+      const attempt = this.#scheduler.attemptOf(t, position);
+      executor.inFlight.push(position, attempt, now);
+      batch[2 * count] = position;
+      batch[2 * count + 1] = attempt;
+      count++;
+      if (count === limit) break;
+      position = this.#source.next(t);
+    }
+    executor.send(batch, count);
+  }
+
+  /** Resize the window so it holds about TARGET_BATCH_MS of the task's blocks. */
+  resize(executor: Executor, meanSeconds: number): void {
+    const wanted = Math.round(TARGET_BATCH_MS / 1000 / Math.max(meanSeconds, 1e-7));
+    executor.window = Math.max(
+      Math.min(MIN_WINDOW, this.#maxWindow),
+      Math.min(this.#maxWindow, wanted),
+    );
+  }
+}

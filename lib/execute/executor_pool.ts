@@ -1,0 +1,292 @@
+/**
+ * The executors of a run: started round-robin over tasks in display order while a task has
+ * blocks for them and room in the `--resources` budget, retired when their task has nothing left
+ * for them (or another task waits for budget), replaced after a crash while `maxWorkerRestarts`
+ * allows, and the task abandoned when it does not. A lost executor's running block fails that
+ * attempt; its other blocks go back to the queue untouched.
+ */
+
+import type { DependencyGraph } from "../graph/mod.ts";
+import type { ResourceBudget, Scheduler } from "../schedule/mod.ts";
+import { describeAbandonReason } from "../schedule/mod.ts";
+import type { BlockSource } from "./block_source.ts";
+import type { BlockCompletion, BlockReport } from "./completion.ts";
+import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
+import type { RunClock } from "./run_clock.ts";
+import type { WorkerStats } from "./run_stats.ts";
+import type { RunObserver } from "./run_types.ts";
+import type { TaskRuntime } from "./task_runtime.ts";
+
+export interface ExecutorPoolOptions {
+  readonly pipelinePath: string;
+  readonly graph: DependencyGraph;
+  readonly scheduler: Scheduler;
+  readonly source: BlockSource;
+  readonly completion: BlockCompletion;
+  readonly tasks: readonly TaskRuntime[];
+  readonly budget: ResourceBudget;
+  readonly factory: ExecutorFactory;
+  readonly clock: RunClock;
+  readonly events: ExecutorEvents;
+  readonly observer: RunObserver;
+  readonly measure: (task: number) => boolean;
+  readonly maxWindow: number;
+}
+
+export class ExecutorPool {
+  readonly #o: ExecutorPoolOptions;
+  readonly #stats = new Map<Executor, WorkerStats>();
+  #nextWorkerId = 0;
+
+  constructor(options: ExecutorPoolOptions) {
+    this.#o = options;
+  }
+
+  statsOf(executor: Executor): WorkerStats {
+    return this.#stats.get(executor)!;
+  }
+
+  workerStats(): WorkerStats[] {
+    return [...this.#stats.values()];
+  }
+
+  /** Start executors round-robin over tasks in display order, one per task per pass. */
+  spawnWanted(): void {
+    let grew = true;
+    while (grew) {
+      grew = false;
+      for (const t of this.#o.graph.dag.order) {
+        if (this.#wantsExecutor(t)) {
+          this.#spawn(t);
+          grew = true;
+        }
+      }
+    }
+  }
+
+  #wantsExecutor(t: number): boolean {
+    const { scheduler, source, budget } = this.#o;
+    const task = this.#o.tasks[t]!;
+    if (!scheduler.isRunning(t)) return false;
+    const available = source.available(t);
+    if (available === 0) return false;
+    if (task.stats.alive >= task.config.maxWorkers) return false;
+    // Do not start more executors than there are blocks waiting for one.
+    let idle = 0;
+    for (const e of task.executors) if (e.state === "starting" || e.inFlight.size === 0) idle++;
+    if (idle >= available) return false;
+    const restart = task.stats.workerFailures > task.stats.restarts;
+    if (restart && task.stats.restarts >= task.config.maxWorkerRestarts) return false;
+    if (!budget.canAdmit(task.config.requires)) {
+      this.#freeBudgetFor(t);
+      return false;
+    }
+    return true;
+  }
+
+  #spawn(t: number): void {
+    const o = this.#o;
+    const task = o.tasks[t]!;
+    const id = this.#nextWorkerId++;
+    if (task.stats.workerFailures > task.stats.restarts) task.stats.restarts++;
+    const executor = o.factory({
+      id,
+      task: t,
+      config: task.config,
+      layout: o.graph.layouts[t]!,
+      pipelinePath: o.pipelinePath,
+      measure: o.measure(t),
+      clock: o.clock,
+      events: o.events,
+    });
+    executor.window = Math.min(executor.window, o.maxWindow);
+    o.budget.acquire(task.config.requires);
+    task.executors.add(executor);
+    const now = o.clock.now();
+    task.stats.workerStarted(now);
+    this.#stats.set(executor, {
+      workerId: id,
+      taskId: task.config.id,
+      startedAt: now / 1000,
+      endedAt: Number.NaN,
+      blocks: 0,
+      failedBlocks: 0,
+      cpuSeconds: 0,
+      exit: "running",
+    });
+  }
+
+  /**
+   * An executor is gone (crash, timeout, self-close, failed setup). The block it was running
+   * fails this attempt (when `blockAtFault`); its other blocks return to the queue untouched.
+   */
+  lost(executor: Executor, reason: string, blockAtFault: boolean): void {
+    const { scheduler, completion, source, observer } = this.#o;
+    const t = executor.task;
+    const task = this.#o.tasks[t]!;
+    if (!task.executors.delete(executor)) return;
+    executor.kill();
+    this.#o.budget.release(task.config.requires);
+    const now = this.#o.clock.now();
+    task.stats.workerEnded(now);
+    const stats = this.#stats.get(executor)!;
+    stats.endedAt = now / 1000;
+    stats.exit = "crashed";
+    stats.reason = reason;
+    if (scheduler.isRunning(t)) task.stats.workerFailures++;
+    const queue = executor.inFlight;
+    // Executors run blocks in the order sent: the running one is the oldest held. When the
+    // executor cannot say, a lone block is the only one it can have been running.
+    const running = executor.runningPosition();
+    const culprit = !blockAtFault
+      ? -1
+      : running >= 0
+      ? running
+      : queue.size === 1
+      ? queue.positionAt(0)
+      : -1;
+    for (let i = 0; i < queue.size; i++) {
+      const position = queue.positionAt(i);
+      if (position === culprit) {
+        const report: BlockReport = {
+          task: t,
+          position,
+          attempt: queue.attemptAt(i),
+          sentAt: queue.sentAtAt(i),
+          returnedAt: now,
+          workerId: executor.id,
+          usage: null,
+        };
+        completion.failed(report, {
+          message: `Worker ${executor.id} stopped while running this block: ${reason}`,
+        });
+      } else {
+        source.handBack(t, position);
+      }
+    }
+    queue.clear();
+    if (scheduler.isRunning(t)) {
+      const left = task.config.maxWorkerRestarts - task.stats.restarts;
+      observer.notice?.(
+        `Task "${task.config.id}": worker ${executor.id} was terminated (${reason}); ` +
+          (left > 0
+            ? `restarting it (${left} restart${left === 1 ? "" : "s"} left)`
+            : "no restarts left"),
+      );
+    }
+  }
+
+  /** Let every executor enforce its task's timeout at the run clock's `now`. */
+  checkHealth(now: number): void {
+    for (const task of this.#o.tasks) {
+      if (task.config.timeout === null) continue;
+      for (const executor of [...task.executors]) executor.checkHealth(now);
+    }
+  }
+
+  /** Retire the executors of tasks that are no longer running. */
+  retireFinished(): void {
+    for (let t = 0; t < this.#o.tasks.length; t++) {
+      if (!this.#o.scheduler.isRunning(t)) this.retireAll(t);
+    }
+  }
+
+  /** Retire an idle executor of a task that will never have more work for it. */
+  retireIdle(): void {
+    const { scheduler, source } = this.#o;
+    this.#o.tasks.forEach((task, t) => {
+      if (task.executors.size === 0) return;
+      if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
+      // Keep idle executors while a sibling holds unstarted blocks they can take over.
+      for (const e of task.executors) if (e.inFlight.size > 2) return;
+      for (const executor of [...task.executors]) {
+        if (executor.inFlight.size === 0 && executor.state === "ready") {
+          this.#retire(executor, "clean");
+        }
+      }
+    });
+  }
+
+  /**
+   * An executor sits idle while nothing is ready but a sibling holds several unstarted blocks
+   * (its window grew on fast blocks, then blocks turned slow): recall them so they spread.
+   */
+  rebalanceHeld(): void {
+    this.#o.tasks.forEach((task, t) => {
+      if (task.executors.size < 2 || this.#o.source.available(t) > 0) return;
+      let idle = false;
+      for (const e of task.executors) if (e.state === "ready" && e.inFlight.size === 0) idle = true;
+      if (!idle) return;
+      for (const executor of task.executors) {
+        if (executor.inFlight.size > 2) executor.recall();
+      }
+    });
+  }
+
+  /** Another task waits for budget: stop executors of tasks with nothing ready to run. */
+  #freeBudgetFor(waiting: number): void {
+    this.#o.tasks.forEach((task, t) => {
+      if (t === waiting || this.#o.source.available(t) > 0) return;
+      for (const executor of [...task.executors]) {
+        if (executor.inFlight.size === 0 && executor.state === "ready") {
+          this.#retire(executor, "clean");
+        }
+      }
+    });
+  }
+
+  /** Abandon tasks that have no live executor and owe a restart they cannot have. */
+  checkAbandonment(): void {
+    const { scheduler, observer } = this.#o;
+    this.#o.tasks.forEach((task, t) => {
+      if (!scheduler.isRunning(t) || task.stats.alive > 0) return;
+      const owed = task.stats.workerFailures > task.stats.restarts;
+      if (!owed || task.stats.restarts < task.config.maxWorkerRestarts) return;
+      const abandoned = scheduler.abandon(t, {
+        kind: "workers-failed",
+        failures: task.stats.workerFailures,
+        maxWorkerRestarts: task.config.maxWorkerRestarts,
+      });
+      for (const a of abandoned) {
+        const reason = scheduler.snapshot(a).abandonReason;
+        observer.notice?.(
+          `Task "${this.#o.tasks[a]!.config.id}" abandoned: ${
+            reason === undefined ? "no reason recorded" : describeAbandonReason(reason)
+          }`,
+        );
+        this.retireAll(a);
+      }
+    });
+  }
+
+  /** Kill a task's executors; the blocks they hold go back to the queue. */
+  retireAll(t: number): void {
+    for (const executor of [...this.#o.tasks[t]!.executors]) {
+      const queue = executor.inFlight;
+      for (let i = 0; i < queue.size; i++) this.#o.scheduler.requeue(t, queue.positionAt(i));
+      queue.clear();
+      this.#retire(executor, "killed");
+    }
+  }
+
+  /** Kill everything now (teardown); no event fires afterwards. */
+  killAll(): void {
+    for (const task of this.#o.tasks) {
+      for (const executor of task.executors) executor.kill();
+      task.executors.clear();
+    }
+  }
+
+  #retire(executor: Executor, exit: "clean" | "killed"): void {
+    const task = this.#o.tasks[executor.task]!;
+    if (!task.executors.delete(executor)) return;
+    if (exit === "clean") executor.stop();
+    else executor.kill();
+    this.#o.budget.release(task.config.requires);
+    const now = this.#o.clock.now();
+    task.stats.workerEnded(now);
+    const stats = this.#stats.get(executor)!;
+    stats.endedAt = now / 1000;
+    stats.exit = exit;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The blocks an executor holds: a FIFO ring of (position, attempt, sentAt) triples in one
+ * Float64Array, so a million blocks in flight over a run allocate nothing per block. Executors
+ * run their blocks in the order they were sent, so results arrive at the head and blocks handed
+ * back unstarted leave from the tail; `remove` covers anything else.
+ */
+
+const STRIDE = 3;
+
+export class InFlightQueue {
+  #slots = new Float64Array(STRIDE * 16);
+  #head = 0;
+  #size = 0;
+
+  get size(): number {
+    return this.#size;
+  }
+
+  push(position: number, attempt: number, sentAt: number): void {
+    if (this.#size * STRIDE === this.#slots.length) this.#grow();
+    const at = this.#slot(this.#size);
+    this.#slots[at] = position;
+    this.#slots[at + 1] = attempt;
+    this.#slots[at + 2] = sentAt;
+    this.#size++;
+  }
+
+  /** Position of the i-th block (0 = the oldest), or -1. */
+  positionAt(i: number): number {
+    return i < this.#size ? this.#slots[this.#slot(i)]! : -1;
+  }
+
+  attemptAt(i: number): number {
+    return this.#slots[this.#slot(i) + 1]!;
+  }
+
+  sentAtAt(i: number): number {
+    return this.#slots[this.#slot(i) + 2]!;
+  }
+
+  /**
+   * Remove the block at `position`, trying the head (a result) and the tail (a block handed
+   * back) first. Returns the index it had, or -1 when it was not in flight. Read its attempt
+   * and sentAt with `lastAttempt` / `lastSentAt` right after.
+   */
+  remove(position: number): number {
+    if (this.#size === 0) return -1;
+    if (this.#slots[this.#slot(0)] === position) {
+      this.#keep(0);
+      this.#head = (this.#head + STRIDE) % this.#slots.length;
+      this.#size--;
+      return 0;
+    }
+    const last = this.#size - 1;
+    if (this.#slots[this.#slot(last)] === position) {
+      this.#keep(last);
+      this.#size--;
+      return last;
+    }
+    for (let i = 1; i < last; i++) {
+      if (this.#slots[this.#slot(i)] !== position) continue;
+      this.#keep(i);
+      for (let j = i; j < last; j++) {
+        const to = this.#slot(j);
+        const from = this.#slot(j + 1);
+        this.#slots[to] = this.#slots[from]!;
+        this.#slots[to + 1] = this.#slots[from + 1]!;
+        this.#slots[to + 2] = this.#slots[from + 2]!;
+      }
+      this.#size--;
+      return i;
+    }
+    return -1;
+  }
+
+  /** Attempt and sentAt of the block `remove` took out last. */
+  lastAttempt = 0;
+  lastSentAt = 0;
+
+  clear(): void {
+    this.#head = 0;
+    this.#size = 0;
+  }
+
+  #keep(i: number): void {
+    const at = this.#slot(i);
+    this.lastAttempt = this.#slots[at + 1]!;
+    this.lastSentAt = this.#slots[at + 2]!;
+  }
+
+  #slot(i: number): number {
+    return (this.#head + i * STRIDE) % this.#slots.length;
+  }
+
+  #grow(): void {
+    const next = new Float64Array(this.#slots.length * 2);
+    for (let i = 0; i < this.#size; i++) {
+      const from = this.#slot(i);
+      next[i * STRIDE] = this.#slots[from]!;
+      next[i * STRIDE + 1] = this.#slots[from + 1]!;
+      next[i * STRIDE + 2] = this.#slots[from + 2]!;
+    }
+    this.#slots = next;
+    this.#head = 0;
+  }
+}

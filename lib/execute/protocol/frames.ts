@@ -1,0 +1,307 @@
+/**
+ * The worker protocol on a byte stream (a pipe to a child process, a TCP connection): each
+ * message is one frame, `u32 length (little-endian) | u8 type | body`, where `length` counts the
+ * type byte and the body. Control messages carry a UTF-8 JSON body; the hot ones (blocks,
+ * results, returned, heartbeat) are binary, little-endian. The layout is specified in
+ * docs/design/WORKERS.md for implementations in other languages.
+ *
+ * A decoder refuses a frame longer than its cap before buffering it, an unknown type, and a body
+ * that does not match its type, with a ProtocolError that says which.
+ */
+
+import {
+  type FromWorker,
+  parseFromWorker,
+  parseToWorker,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  type ToWorker,
+} from "./messages.ts";
+
+export const FRAME_HEADER_BYTES = 5;
+/** Default cap on one frame (type byte and body). */
+export const DEFAULT_FRAME_CAP = 16 * 1024 * 1024;
+
+export const enum FrameType {
+  Hello = 0x01,
+  Challenge = 0x02,
+  Auth = 0x03,
+  Error = 0x0f,
+  Init = 0x10,
+  Ready = 0x11,
+  SetupFailed = 0x12,
+  Blocks = 0x20,
+  Results = 0x21,
+  Returned = 0x22,
+  Output = 0x23,
+  Closing = 0x24,
+  Heartbeat = 0x25,
+  Recall = 0x30,
+  Stop = 0x31,
+}
+
+/** Frames that are not worker messages: the handshake and a last word before closing. */
+export type SessionFrame =
+  | { readonly kind: "challenge"; readonly nonce: string }
+  | { readonly kind: "auth"; readonly mac: string }
+  | { readonly kind: "error"; readonly message: string };
+
+const JSON_TYPES: Readonly<Record<string, FrameType>> = {
+  hello: FrameType.Hello,
+  challenge: FrameType.Challenge,
+  auth: FrameType.Auth,
+  error: FrameType.Error,
+  init: FrameType.Init,
+  ready: FrameType.Ready,
+  "setup-failed": FrameType.SetupFailed,
+  output: FrameType.Output,
+  closing: FrameType.Closing,
+};
+
+const KIND_OF_JSON_TYPE = new Map<number, string>(
+  Object.entries(JSON_TYPES).map(([kind, type]) => [type, kind]),
+);
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder("utf-8", { fatal: true });
+
+function frame(type: FrameType, bodyBytes: number): { bytes: Uint8Array; view: DataView } {
+  const bytes = new Uint8Array(FRAME_HEADER_BYTES + bodyBytes);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(0, 1 + bodyBytes, true);
+  bytes[4] = type;
+  return { bytes, view };
+}
+
+function jsonFrame(type: FrameType, value: Record<string, unknown>): Uint8Array {
+  const { kind: _kind, ...rest } = value;
+  const body = encoder.encode(JSON.stringify(rest));
+  const { bytes } = frame(type, body.length);
+  bytes.set(body, FRAME_HEADER_BYTES);
+  return bytes;
+}
+
+/** Encode one message (or a session frame) as a frame. */
+export function encodeFrame(message: ToWorker | FromWorker | SessionFrame): Uint8Array {
+  const h = FRAME_HEADER_BYTES;
+  switch (message.kind) {
+    case "blocks": {
+      const n = message.count;
+      const { bytes, view } = frame(FrameType.Blocks, 4 + 16 * n);
+      view.setUint32(h, n, true);
+      for (let i = 0; i < 2 * n; i++) view.setFloat64(h + 4 + 8 * i, message.blocks[i]!, true);
+      return bytes;
+    }
+    case "results": {
+      const values = message.count * message.stride;
+      const errors = message.errors.length === 0
+        ? new Uint8Array(0)
+        : encoder.encode(JSON.stringify(message.errors));
+      const { bytes, view } = frame(FrameType.Results, 16 + 8 * values + errors.length);
+      view.setUint32(h, message.count, true);
+      view.setUint32(h + 4, message.stride, true);
+      view.setFloat64(h + 8, message.cpuSeconds, true);
+      for (let i = 0; i < values; i++) {
+        view.setFloat64(h + 16 + 8 * i, message.records[i]!, true);
+      }
+      bytes.set(errors, h + 16 + 8 * values);
+      return bytes;
+    }
+    case "returned": {
+      const n = message.count;
+      const { bytes, view } = frame(FrameType.Returned, 4 + 8 * n);
+      view.setUint32(h, n, true);
+      for (let i = 0; i < n; i++) view.setFloat64(h + 4 + 8 * i, message.positions[i]!, true);
+      return bytes;
+    }
+    case "heartbeat": {
+      const { bytes, view } = frame(FrameType.Heartbeat, 16);
+      view.setFloat64(h, message.running, true);
+      view.setFloat64(h + 8, message.runningFor, true);
+      return bytes;
+    }
+    case "recall": {
+      const { bytes } = frame(FrameType.Recall, 1);
+      bytes[h] = message.final ? 1 : 0;
+      return bytes;
+    }
+    case "stop":
+      return frame(FrameType.Stop, 0).bytes;
+    default: {
+      const type = JSON_TYPES[message.kind];
+      if (type === undefined) throw new TypeError(`No frame type for "${message.kind}"`);
+      return jsonFrame(type, message as unknown as Record<string, unknown>);
+    }
+  }
+}
+
+/** Decode the value of a frame of `type` whose body is `body`; validation is the caller's. */
+function decodeBody(type: number, body: Uint8Array): Record<string, unknown> {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  const need = (bytes: number, what: string) => {
+    if (body.length < bytes) {
+      throw new ProtocolError(
+        `${what} frame is ${body.length} bytes, too short for its content (${bytes} bytes)`,
+      );
+    }
+  };
+  switch (type) {
+    case FrameType.Blocks: {
+      need(4, "A blocks");
+      const n = view.getUint32(0, true);
+      need(4 + 16 * n, "A blocks");
+      const blocks = new Float64Array(2 * n);
+      for (let i = 0; i < 2 * n; i++) blocks[i] = view.getFloat64(4 + 8 * i, true);
+      return { kind: "blocks", count: n, blocks };
+    }
+    case FrameType.Results: {
+      need(16, "A results");
+      const n = view.getUint32(0, true);
+      const stride = view.getUint32(4, true);
+      const values = n * stride;
+      need(16 + 8 * values, "A results");
+      const records = new Float64Array(values);
+      for (let i = 0; i < values; i++) records[i] = view.getFloat64(16 + 8 * i, true);
+      const tail = body.subarray(16 + 8 * values);
+      return {
+        kind: "results",
+        count: n,
+        stride,
+        cpuSeconds: view.getFloat64(8, true),
+        records,
+        errors: tail.length === 0 ? [] : parseJson(tail, "results"),
+      };
+    }
+    case FrameType.Returned: {
+      need(4, "A returned");
+      const n = view.getUint32(0, true);
+      need(4 + 8 * n, "A returned");
+      const positions = new Float64Array(n);
+      for (let i = 0; i < n; i++) positions[i] = view.getFloat64(4 + 8 * i, true);
+      return { kind: "returned", count: n, positions };
+    }
+    case FrameType.Heartbeat:
+      need(16, "A heartbeat");
+      return {
+        kind: "heartbeat",
+        running: view.getFloat64(0, true),
+        runningFor: view.getFloat64(8, true),
+      };
+    case FrameType.Recall:
+      need(1, "A recall");
+      return { kind: "recall", final: body[0] === 1 };
+    case FrameType.Stop:
+      return { kind: "stop" };
+    default: {
+      const kind = KIND_OF_JSON_TYPE.get(type);
+      if (kind === undefined) {
+        throw new ProtocolError(
+          `Unknown frame type 0x${
+            type.toString(16).padStart(2, "0")
+          }; the peer does not speak blockwise protocol ${PROTOCOL_VERSION}`,
+        );
+      }
+      const value = parseJson(body, kind);
+      if (typeof value !== "object" || value === null || Array.isArray(value)) {
+        throw new ProtocolError(`A ${kind} frame's body is not a JSON object`);
+      }
+      return { ...(value as Record<string, unknown>), kind };
+    }
+  }
+}
+
+function parseJson(bytes: Uint8Array, what: string): unknown {
+  try {
+    return JSON.parse(decoder.decode(bytes));
+  } catch (error) {
+    throw new ProtocolError(
+      `A ${what} frame's body is not valid UTF-8 JSON: ${(error as Error).message}`,
+    );
+  }
+}
+
+function parseSession(value: Record<string, unknown>): SessionFrame | null {
+  const kind = value["kind"];
+  const text = (key: string): string => {
+    const v = value[key];
+    if (typeof v !== "string") {
+      throw new ProtocolError(`A ${String(kind)} frame needs a string "${key}"`);
+    }
+    return v;
+  };
+  if (kind === "challenge") return { kind, nonce: text("nonce") };
+  if (kind === "auth") return { kind, mac: text("mac") };
+  if (kind === "error") return { kind, message: text("message") };
+  return null;
+}
+
+/**
+ * Splits a byte stream into frames. `push` returns the frames completed by a chunk; a frame
+ * announced longer than `cap` is refused before its body arrives.
+ */
+export class FrameDecoder<T> {
+  #buffer = new Uint8Array(64 * 1024);
+  #start = 0;
+  #end = 0;
+  readonly #cap: number;
+  readonly #parse: (value: Record<string, unknown>) => T;
+
+  constructor(parse: (value: Record<string, unknown>) => T, cap = DEFAULT_FRAME_CAP) {
+    this.#parse = parse;
+    this.#cap = cap;
+  }
+
+  /** Bytes received that do not yet make a whole frame. */
+  get buffered(): number {
+    return this.#end - this.#start;
+  }
+
+  push(chunk: Uint8Array): T[] {
+    this.#append(chunk);
+    const out: T[] = [];
+    while (this.#end - this.#start >= 4) {
+      const view = new DataView(this.#buffer.buffer, this.#start, 4);
+      const length = view.getUint32(0, true);
+      if (length === 0) throw new ProtocolError("A frame of length 0 has no type byte");
+      if (length > this.#cap) {
+        throw new ProtocolError(
+          `A frame of ${length} bytes exceeds the cap of ${this.#cap} bytes`,
+        );
+      }
+      if (this.#end - this.#start < 4 + length) break;
+      const type = this.#buffer[this.#start + 4]!;
+      const body = this.#buffer.slice(this.#start + FRAME_HEADER_BYTES, this.#start + 4 + length);
+      this.#start += 4 + length;
+      out.push(this.#parse(decodeBody(type, body)));
+    }
+    if (this.#start === this.#end) this.#start = this.#end = 0;
+    return out;
+  }
+
+  #append(chunk: Uint8Array): void {
+    if (this.#end + chunk.length > this.#buffer.length) {
+      const live = this.#end - this.#start;
+      if (live + chunk.length > this.#buffer.length) {
+        const next = new Uint8Array(2 * (live + chunk.length));
+        next.set(this.#buffer.subarray(this.#start, this.#end), 0);
+        this.#buffer = next;
+      } else {
+        this.#buffer.copyWithin(0, this.#start, this.#end);
+      }
+      this.#start = 0;
+      this.#end = live;
+    }
+    this.#buffer.set(chunk, this.#end);
+    this.#end += chunk.length;
+  }
+}
+
+/** What the scheduler side reads: worker messages, or the session frames of the handshake. */
+export function schedulerSideDecoder(cap?: number): FrameDecoder<FromWorker | SessionFrame> {
+  return new FrameDecoder((value) => parseSession(value) ?? parseFromWorker(value), cap);
+}
+
+/** What the worker side reads: scheduler messages, or the session frames of the handshake. */
+export function workerSideDecoder(cap?: number): FrameDecoder<ToWorker | SessionFrame> {
+  return new FrameDecoder((value) => parseSession(value) ?? parseToWorker(value), cap);
+}

@@ -1,0 +1,357 @@
+/**
+ * The worker protocol: every message between the run loop and a block worker, whatever carries
+ * it (postMessage to a Web Worker, or frames on a byte stream: `frames.ts`). Blocks travel as
+ * positions (the worker rebuilds IDs and ROIs from the task layout), many per message, so
+ * dispatch is not one round trip per block. `docs/design/WORKERS.md` is the specification;
+ * keep the two in step.
+ *
+ * Every incoming message is checked by `parseFromWorker` / `parseToWorker` before it is used:
+ * a worker is user code, and a remote one is a stranger on the network.
+ */
+
+import type { LayoutSpec } from "../../blocks/mod.ts";
+
+export const PROTOCOL_VERSION = 1;
+
+/** Result record fields: position, status, then the figures (resource tracking only). */
+export const RECORD_POSITION = 0;
+export const RECORD_STATUS = 1;
+export const RECORD_SECONDS = 2;
+/** Fields per record without resource tracking. */
+export const RECORD_STRIDE_PLAIN = 3;
+/** Fields per record with resource tracking: the six `Usage` figures start at RECORD_SECONDS. */
+export const RECORD_STRIDE_MEASURED = 8;
+export const STATUS_DONE = 0;
+export const STATUS_FAILED = 1;
+
+/** Per-block figures, in record order from RECORD_SECONDS (resource tracking). */
+export const USAGE_FIELDS = 6;
+export const enum Usage {
+  WallSeconds = 0,
+  CpuSeconds = 1,
+  PeakRssBytes = 2,
+  IoReadBytes = 3,
+  IoWriteBytes = 4,
+  FinishedAt = 5,
+}
+
+// ---- scheduler -> worker --------------------------------------------------------------------
+
+export interface InitMessage {
+  readonly kind: "init";
+  readonly protocol: number;
+  readonly taskId: string;
+  /** Run-wide worker number. */
+  readonly workerId: number;
+  /** Absolute path of the pipeline module to import. */
+  readonly pipeline: string;
+  /** SHA-256 (hex) of the pipeline file; a worker on another machine refuses a different file. */
+  readonly pipelineSha256: string | null;
+  readonly layout: LayoutSpec;
+  /** Measure CPU, RSS and I/O per block (resource tracking). */
+  readonly measure: boolean;
+}
+
+export interface BlocksMessage {
+  readonly kind: "blocks";
+  /** `count` pairs of (position, attempt) from the start of `blocks`. */
+  readonly blocks: Float64Array;
+  readonly count: number;
+  /** Web Workers only: result buffers handed back for reuse. */
+  readonly spare?: readonly ArrayBuffer[];
+}
+
+/** Hand back every block not started yet; `final` also means: start nothing sent later. */
+export interface RecallMessage {
+  readonly kind: "recall";
+  readonly final: boolean;
+}
+
+/** Finish the blocks held, then exit. */
+export interface StopMessage {
+  readonly kind: "stop";
+}
+
+export type ToWorker = InitMessage | BlocksMessage | RecallMessage | StopMessage;
+
+// ---- worker -> scheduler --------------------------------------------------------------------
+
+/** First message of a worker on a byte stream. */
+export interface HelloMessage {
+  readonly kind: "hello";
+  readonly protocol: number;
+  /** What the worker is, e.g. "blockwise 0.2.0 (bun 1.4.5)" or "blockwise-python 3.11". */
+  readonly client: string;
+  readonly pid: number;
+  readonly host: string;
+}
+
+export interface ReadyMessage {
+  readonly kind: "ready";
+}
+
+export interface SetupFailedMessage {
+  readonly kind: "setup-failed";
+  readonly message: string;
+  readonly stack?: string;
+}
+
+export interface BlockError {
+  readonly position: number;
+  readonly message: string;
+  readonly stack?: string;
+}
+
+export interface ResultsMessage {
+  readonly kind: "results";
+  /** Records, in the order the blocks ran (which is the order they were sent). */
+  readonly count: number;
+  /** RECORD_STRIDE_PLAIN or RECORD_STRIDE_MEASURED. */
+  readonly stride: number;
+  readonly records: Float64Array;
+  /** One per record whose status is STATUS_FAILED, in record order. */
+  readonly errors: readonly BlockError[];
+  /** CPU seconds the worker used since its previous results message (NaN if unknown). */
+  readonly cpuSeconds: number;
+  /** Web Workers only: block buffers handed back for reuse. */
+  readonly spare?: readonly ArrayBuffer[];
+}
+
+/** Blocks handed back unstarted after a recall (possibly none). */
+export interface ReturnedMessage {
+  readonly kind: "returned";
+  readonly positions: Float64Array;
+  readonly count: number;
+}
+
+export interface OutputMessage {
+  readonly kind: "output";
+  readonly stream: "stdout" | "stderr";
+  readonly text: string;
+}
+
+/** The worker is about to end itself (user code called `self.close()`, `process.exit`). */
+export interface ClosingMessage {
+  readonly kind: "closing";
+  readonly reason: string;
+}
+
+/** Liveness on a byte stream: sent at least every heartbeat interval. */
+export interface HeartbeatMessage {
+  readonly kind: "heartbeat";
+  /** Position of the block running now, or -1. */
+  readonly running: number;
+  /** Seconds the running block has run so far (0 when none runs). */
+  readonly runningFor: number;
+}
+
+export type FromWorker =
+  | HelloMessage
+  | ReadyMessage
+  | SetupFailedMessage
+  | ResultsMessage
+  | ReturnedMessage
+  | OutputMessage
+  | ClosingMessage
+  | HeartbeatMessage;
+
+// ---- validation -----------------------------------------------------------------------------
+
+/** A message broke the protocol: the peer is killed (a worker) or refused (a connection). */
+export class ProtocolError extends Error {
+  override readonly name = "ProtocolError";
+}
+
+type Fields = Record<string, unknown>;
+
+function fields(value: unknown, direction: string): Fields & { kind: string } {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ProtocolError(`${direction} message is not an object: ${preview(value)}`);
+  }
+  const kind = (value as Fields)["kind"];
+  if (typeof kind !== "string") {
+    throw new ProtocolError(`${direction} message has no "kind": ${preview(value)}`);
+  }
+  return value as Fields & { kind: string };
+}
+
+function preview(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > 120 ? `${text.slice(0, 117)}...` : text;
+}
+
+function str(m: Fields, key: string, kind: string): string {
+  const v = m[key];
+  if (typeof v !== "string") throw bad(kind, key, "a string", v);
+  return v;
+}
+
+function num(m: Fields, key: string, kind: string): number {
+  const v = m[key];
+  if (typeof v !== "number") throw bad(kind, key, "a number", v);
+  return v;
+}
+
+function count(m: Fields, key: string, kind: string): number {
+  const v = m[key];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw bad(kind, key, "a non-negative integer", v);
+  }
+  return v;
+}
+
+function floats(m: Fields, key: string, kind: string, length: number): Float64Array {
+  const v = m[key];
+  if (!(v instanceof Float64Array)) throw bad(kind, key, "a Float64Array", v);
+  if (v.length < length) {
+    throw new ProtocolError(
+      `"${kind}" message: "${key}" holds ${v.length} numbers, fewer than the ${length} announced`,
+    );
+  }
+  return v;
+}
+
+function bad(kind: string, key: string, expected: string, got: unknown): ProtocolError {
+  return new ProtocolError(`"${kind}" message: "${key}" must be ${expected}, got ${preview(got)}`);
+}
+
+function optionalStack(m: Fields, kind: string): { stack?: string } {
+  const v = m["stack"];
+  if (v === undefined) return {};
+  if (typeof v !== "string") throw bad(kind, "stack", "a string", v);
+  return { stack: v };
+}
+
+function spare(m: Fields, kind: string): { spare?: readonly ArrayBuffer[] } {
+  const v = m["spare"];
+  if (v === undefined) return {};
+  if (!Array.isArray(v) || !v.every((b) => b instanceof ArrayBuffer)) {
+    throw bad(kind, "spare", "an array of ArrayBuffers", v);
+  }
+  return { spare: v as ArrayBuffer[] };
+}
+
+/** Check a message from a worker; throws ProtocolError naming what is wrong. */
+export function parseFromWorker(value: unknown): FromWorker {
+  const m = fields(value, "Worker");
+  const kind = m.kind;
+  switch (kind) {
+    case "hello":
+      return {
+        kind,
+        protocol: count(m, "protocol", kind),
+        client: str(m, "client", kind),
+        pid: count(m, "pid", kind),
+        host: str(m, "host", kind),
+      };
+    case "ready":
+      return { kind };
+    case "setup-failed":
+      return { kind, message: str(m, "message", kind), ...optionalStack(m, kind) };
+    case "results": {
+      const n = count(m, "count", kind);
+      const stride = count(m, "stride", kind);
+      if (stride !== RECORD_STRIDE_PLAIN && stride !== RECORD_STRIDE_MEASURED) {
+        throw bad(kind, "stride", `${RECORD_STRIDE_PLAIN} or ${RECORD_STRIDE_MEASURED}`, stride);
+      }
+      const records = floats(m, "records", kind, n * stride);
+      const rawErrors = m["errors"];
+      if (!Array.isArray(rawErrors)) throw bad(kind, "errors", "an array", rawErrors);
+      const errors = rawErrors.map((e: unknown): BlockError => {
+        const f = fields({ kind: "error", ...(typeof e === "object" ? e : { bad: e }) }, "Worker");
+        return {
+          position: num(f, "position", "results error"),
+          message: str(f, "message", "results error"),
+          ...optionalStack(f, "results error"),
+        };
+      });
+      let failed = 0;
+      for (let i = 0; i < n; i++) {
+        const status = records[i * stride + RECORD_STATUS];
+        if (status === STATUS_FAILED) failed++;
+        else if (status !== STATUS_DONE) {
+          throw new ProtocolError(`"results" message: record ${i} has status ${status}`);
+        }
+      }
+      if (failed !== errors.length) {
+        throw new ProtocolError(
+          `"results" message: ${failed} failed records but ${errors.length} errors`,
+        );
+      }
+      return {
+        kind,
+        count: n,
+        stride,
+        records,
+        errors,
+        cpuSeconds: num(m, "cpuSeconds", kind),
+        ...spare(m, kind),
+      };
+    }
+    case "returned": {
+      const n = count(m, "count", kind);
+      return { kind, count: n, positions: floats(m, "positions", kind, n) };
+    }
+    case "output": {
+      const stream = m["stream"];
+      if (stream !== "stdout" && stream !== "stderr") {
+        throw bad(kind, "stream", `"stdout" or "stderr"`, stream);
+      }
+      return { kind, stream, text: str(m, "text", kind) };
+    }
+    case "closing":
+      return { kind, reason: str(m, "reason", kind) };
+    case "heartbeat":
+      return { kind, running: num(m, "running", kind), runningFor: num(m, "runningFor", kind) };
+    default:
+      throw new ProtocolError(`Worker message has an unknown kind: ${preview(kind)}`);
+  }
+}
+
+/** Check a message from the scheduler; throws ProtocolError naming what is wrong. */
+export function parseToWorker(value: unknown): ToWorker {
+  const m = fields(value, "Scheduler");
+  const kind = m.kind;
+  switch (kind) {
+    case "init": {
+      const layout = m["layout"];
+      if (typeof layout !== "object" || layout === null) {
+        throw bad(kind, "layout", "a layout object", layout);
+      }
+      const sha = m["pipelineSha256"];
+      if (sha !== null && typeof sha !== "string") {
+        throw bad(kind, "pipelineSha256", "a string or null", sha);
+      }
+      const measure = m["measure"];
+      if (typeof measure !== "boolean") throw bad(kind, "measure", "a boolean", measure);
+      return {
+        kind,
+        protocol: count(m, "protocol", kind),
+        taskId: str(m, "taskId", kind),
+        workerId: count(m, "workerId", kind),
+        pipeline: str(m, "pipeline", kind),
+        pipelineSha256: sha,
+        layout: layout as LayoutSpec,
+        measure,
+      };
+    }
+    case "blocks": {
+      const n = count(m, "count", kind);
+      return { kind, count: n, blocks: floats(m, "blocks", kind, 2 * n), ...spare(m, kind) };
+    }
+    case "recall": {
+      const final = m["final"];
+      if (typeof final !== "boolean") throw bad(kind, "final", "a boolean", final);
+      return { kind, final };
+    }
+    case "stop":
+      return { kind };
+    default:
+      throw new ProtocolError(`Scheduler message has an unknown kind: ${preview(kind)}`);
+  }
+}

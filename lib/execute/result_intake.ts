@@ -1,0 +1,127 @@
+/**
+ * What comes back from executors: result batches (each record is completed through
+ * `BlockCompletion`), and blocks handed back unstarted. A record for a block the executor does
+ * not hold is a protocol violation: the executor is treated as crashed rather than trusted.
+ */
+
+import type { BlockSource } from "./block_source.ts";
+import type { BlockCompletion, BlockReport } from "./completion.ts";
+import type { Dispatcher } from "./dispatch.ts";
+import type { Executor } from "./executor.ts";
+import {
+  RECORD_POSITION,
+  RECORD_SECONDS,
+  RECORD_STATUS,
+  type ResultsMessage,
+  STATUS_DONE,
+  USAGE_FIELDS,
+} from "./protocol/messages.ts";
+import type { RunClock } from "./run_clock.ts";
+import type { WorkerStats } from "./run_stats.ts";
+import type { TaskRuntime } from "./task_runtime.ts";
+
+export class ResultIntake {
+  readonly #tasks: readonly TaskRuntime[];
+  readonly #completion: BlockCompletion;
+  readonly #source: BlockSource;
+  readonly #dispatcher: Dispatcher;
+  readonly #clock: RunClock;
+  readonly #workerStats: (executor: Executor) => WorkerStats;
+  /** One report and one figures record, reused for every block (nothing allocated per block). */
+  readonly #report: BlockReport = {
+    task: 0,
+    position: 0,
+    attempt: 0,
+    sentAt: 0,
+    returnedAt: 0,
+    workerId: 0,
+    usage: null,
+  };
+  readonly #figures = new Float64Array(USAGE_FIELDS);
+
+  constructor(
+    tasks: readonly TaskRuntime[],
+    completion: BlockCompletion,
+    source: BlockSource,
+    dispatcher: Dispatcher,
+    clock: RunClock,
+    workerStats: (executor: Executor) => WorkerStats,
+  ) {
+    this.#tasks = tasks;
+    this.#completion = completion;
+    this.#source = source;
+    this.#dispatcher = dispatcher;
+    this.#clock = clock;
+    this.#workerStats = workerStats;
+  }
+
+  /**
+   * Complete every record of a batch. Returns null, or why the batch broke the protocol (the
+   * records before the bad one are kept).
+   */
+  results(executor: Executor, message: ResultsMessage): string | null {
+    const task = this.#tasks[executor.task]!;
+    const stats = this.#workerStats(executor);
+    const report = this.#report;
+    report.task = executor.task;
+    report.workerId = executor.id;
+    report.returnedAt = this.#clock.now();
+    const measured = message.stride > RECORD_SECONDS + 1;
+    if (!Number.isNaN(message.cpuSeconds)) {
+      task.stats.cpuSeconds += message.cpuSeconds;
+      stats.cpuSeconds += message.cpuSeconds;
+    }
+    const { records, stride } = message;
+    let errorAt = 0;
+    let seconds = 0;
+    let n = 0;
+    for (let i = 0; i < message.count; i++) {
+      const at = i * stride;
+      const position = records[at + RECORD_POSITION]!;
+      if (executor.inFlight.remove(position) < 0) {
+        return `the worker reported block position ${position}, which it was not running`;
+      }
+      const d = records[at + RECORD_SECONDS]!;
+      seconds += d;
+      n++;
+      task.stats.durations.add(d);
+      stats.blocks++;
+      report.position = position;
+      report.attempt = executor.inFlight.lastAttempt;
+      report.sentAt = executor.inFlight.lastSentAt;
+      if (measured) {
+        for (let k = 0; k < USAGE_FIELDS; k++) this.#figures[k] = records[at + RECORD_SECONDS + k]!;
+        report.usage = this.#figures;
+      } else {
+        report.usage = null;
+      }
+      if (records[at + RECORD_STATUS] === STATUS_DONE) {
+        this.#completion.done(report);
+      } else {
+        const error = message.errors[errorAt++]!;
+        if (error.position !== position) {
+          return `the worker's error for block position ${error.position} does not match its failed block ${position}`;
+        }
+        stats.failedBlocks++;
+        this.#completion.failed(report, error);
+      }
+    }
+    if (n > 0) {
+      task.observeMean(seconds, n);
+      this.#dispatcher.resize(executor, task.meanSeconds);
+    }
+    return null;
+  }
+
+  /** Blocks handed back unstarted go back to the queue (keeping their `check` answer). */
+  returned(executor: Executor, positions: Float64Array, count: number): string | null {
+    for (let i = 0; i < count; i++) {
+      const position = positions[i]!;
+      if (executor.inFlight.remove(position) < 0) {
+        return `the worker handed back block position ${position}, which it did not hold`;
+      }
+      this.#source.handBack(executor.task, position);
+    }
+    return null;
+  }
+}

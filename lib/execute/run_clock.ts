@@ -1,0 +1,19 @@
+/**
+ * The run loop's clock and timers, injected so that tests can drive timeouts, grace periods and
+ * health checks by advancing a manual clock instead of sleeping.
+ */
+
+export interface RunClock {
+  /** Milliseconds since the epoch (Date.now() in a real run). */
+  now(): number;
+  /** Call `tick` every `ms` milliseconds until the returned function is called. */
+  every(ms: number, tick: () => void): () => void;
+}
+
+export const SYSTEM_CLOCK: RunClock = {
+  now: () => Date.now(),
+  every(ms, tick) {
+    const timer = setInterval(tick, ms);
+    return () => clearInterval(timer);
+  },
+};

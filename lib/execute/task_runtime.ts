@@ -1,0 +1,37 @@
+/** The run loop's per-task state, shared by the executor pool, dispatch and result intake. */
+
+import type { TaskConfig } from "../pipeline/spec.ts";
+import type { Executor } from "./executor.ts";
+import { TaskStats } from "./run_stats.ts";
+
+export class TaskRuntime {
+  readonly config: TaskConfig;
+  readonly stats = new TaskStats();
+  readonly executors = new Set<Executor>();
+  /** Mean seconds per block (moving average), for batch sizing. */
+  meanSeconds = Number.NaN;
+
+  constructor(config: TaskConfig) {
+    this.config = config;
+  }
+
+  /** Blocks held by the task's executors. */
+  inFlight(): number {
+    let n = 0;
+    for (const e of this.executors) n += e.inFlight.size;
+    return n;
+  }
+
+  /** Blocks running right now: an executor runs one block at a time, the oldest it holds. */
+  running(): number {
+    let n = 0;
+    for (const e of this.executors) if (e.state === "ready" && e.inFlight.size > 0) n++;
+    return n;
+  }
+
+  /** Fold a batch's mean block time into the moving average. */
+  observeMean(seconds: number, blocks: number): void {
+    const mean = seconds / blocks;
+    this.meanSeconds = Number.isNaN(this.meanSeconds) ? mean : 0.7 * this.meanSeconds + 0.3 * mean;
+  }
+}
