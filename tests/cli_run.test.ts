@@ -20,6 +20,13 @@ const MAIN = path.join(REPO_ROOT, "main.ts");
 
 const newDir = scratchDirs("");
 
+/** What `bun main.ts --version` prints: the release, the Bun that runs it, and "source". */
+const SOURCE_VERSION_LINE = `blockwise ${VERSION} (bun ${
+  (JSON.parse(
+    fs.readFileSync(path.join(REPO_ROOT, "node_modules", "bun", "package.json"), "utf8"),
+  ) as { version: string }).version
+}, source on ${process.platform}-${process.arch})`;
+
 interface Exit {
   readonly code: number | null;
   readonly signal: string | null;
@@ -453,7 +460,10 @@ describe("blockwise types, --help and --version", () => {
       if (args.length > 0) assert.match(help.stdout, new RegExp(`Usage: blockwise ${args[0]}`));
       const version = await cli([...args, "--version"]);
       assert.equal(version.code, 0, version.stderr);
-      assert.equal(version.stdout.trim(), VERSION);
+      assert.equal(version.stdout.trim(), SOURCE_VERSION_LINE);
+      const short = await cli([...args, "-V"]);
+      assert.equal(short.code, 0, short.stderr);
+      assert.equal(short.stdout.trim(), SOURCE_VERSION_LINE);
     });
   }
 });

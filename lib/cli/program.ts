@@ -2,7 +2,7 @@
 
 import process from "node:process";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import { VERSION } from "../version.ts";
+import { versionLine } from "../version.ts";
 import { EXIT_INTERNAL_ERROR, exitCodeForError } from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
@@ -17,17 +17,22 @@ import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
+  const version = versionLine();
   const program = new Command("blockwise")
     .description(
       "Resumable blockwise task scheduler for huge n-dimensional volumes.\n" +
         "Tiles each task's volume into blocks, runs them respecting their dependencies, and keeps a per-block ledger so a killed run resumes where it stopped.",
     )
-    .version(VERSION, "-V, --version", "print the blockwise version")
+    .version(version, "-V, --version", "print the blockwise version, runtime and build target")
     .showHelpAfterError("(run with --help for usage)")
     .configureOutput({ outputError: (text, write) => write(text) });
 
   const sub = (name: string): Command =>
-    program.command(name).version(VERSION, "-V, --version", "print the blockwise version");
+    program.command(name).version(
+      version,
+      "-V, --version",
+      "print the blockwise version, runtime and build target",
+    );
 
   sub("plan")
     .description("show what a run would do: tasks, block counts, levels and grids")
@@ -148,7 +153,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
 
   addMaskImportCommand(
     sub("mask").description("skip masks: import a mask from elsewhere as a task's block grid"),
-    VERSION,
+    version,
   );
 
   sub("types")
