@@ -22,11 +22,13 @@ import {
   PROTOCOL_VERSION,
   RECORD_STRIDE_MEASURED,
   RECORD_STRIDE_PLAIN,
+  RESULT_BUFFER_FLOATS,
+  RESULT_RECORDS,
   STATUS_DONE,
   STATUS_FAILED,
 } from "../lib/execute/protocol/messages.ts";
 import { STATUS_SLOTS, StatusSlot } from "../lib/execute/protocol/status_slots.ts";
-import { peakRssBytes, threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
+import { threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<unknown>) => void) | null;
@@ -45,8 +47,7 @@ const post = (message: FromWorker, transfer: Transferable[] = []) =>
   scope.postMessage(message, transfer);
 
 const FLUSH_AFTER_MS = 5;
-const FLUSH_AFTER_BLOCKS = 512;
-const RECORD_BUFFER_BYTES = FLUSH_AFTER_BLOCKS * RECORD_STRIDE_MEASURED * 8;
+const FLUSH_AFTER_BLOCKS = RESULT_RECORDS;
 
 let init: InitMessage | null = null;
 let layout: TaskLayout | null = null;
@@ -64,7 +65,7 @@ let queueHead = 0;
 let queueSize = 0;
 
 /** The batch of results being filled, and buffers ready for the next ones. */
-let records = new Float64Array(FLUSH_AFTER_BLOCKS * RECORD_STRIDE_MEASURED);
+let records = new Float64Array(RESULT_BUFFER_FLOATS);
 let recordCount = 0;
 let errors: BlockError[] = [];
 const spareRecordBuffers: ArrayBuffer[] = [];
@@ -170,9 +171,9 @@ function flush(): void {
     [records.buffer, ...spare],
   );
   const reuse = spareRecordBuffers.pop();
-  records = reuse !== undefined && reuse.byteLength >= RECORD_BUFFER_BYTES
+  records = reuse !== undefined && reuse.byteLength === RESULT_BUFFER_FLOATS * 8
     ? new Float64Array(reuse)
-    : new Float64Array(FLUSH_AFTER_BLOCKS * RECORD_STRIDE_MEASURED);
+    : new Float64Array(RESULT_BUFFER_FLOATS);
   recordCount = 0;
   errors = [];
 }
@@ -189,7 +190,8 @@ async function drain(): Promise<void> {
   const taskId = init!.taskId;
   // Counters are read once between consecutive blocks: the end of one is the start of the next.
   let cpu0 = measure ? meter!.cpuSeconds() : 0;
-  let io0 = measure ? meter!.io() : null;
+  let read0 = measure ? meter!.io().read : 0;
+  let write0 = measure ? meter!.lastIo.write : 0;
   while (queueSize > 0) {
     if (recallRequested(s)) break;
     const position = queue[queueHead]!;
@@ -219,12 +221,13 @@ async function drain(): Promise<void> {
       const cpu1 = meter!.cpuSeconds();
       const io1 = meter!.io();
       records[at + 3] = cpu1 - cpu0;
-      records[at + 4] = peakRssBytes();
-      records[at + 5] = io1.read - io0!.read;
-      records[at + 6] = io1.write - io0!.write;
+      records[at + 4] = meter!.peakRssBytes();
+      records[at + 5] = io1.read - read0;
+      records[at + 6] = io1.write - write0;
       records[at + 7] = Date.now() / 1000;
       cpu0 = cpu1;
-      io0 = io1;
+      read0 = io1.read;
+      write0 = io1.write;
     }
     if (error !== null) errors.push({ position, ...errorFields(error) });
     recordCount++;

@@ -33,6 +33,7 @@ export class CommandExecutor implements Executor {
   #startedAt = Number.NaN;
   #timedOut = false;
   #abort: AbortController | null = null;
+  #looping = false;
 
   constructor(spec: ExecutorSpec, config: CommandTaskConfig) {
     this.#spec = spec;
@@ -56,7 +57,9 @@ export class CommandExecutor implements Executor {
 
   send(batch: Float64Array, count: number): void {
     for (let i = 0; i < 2 * count; i++) this.#queue.push(batch[i]!);
-    if (this.#running < 0) void this.#next();
+    // One loop at a time: a send from inside a result (the loop is between two commands) must
+    // not start a second one, or the slot would run two commands at once.
+    if (!this.#looping) void this.#next();
   }
 
   runningPosition(): number {
@@ -95,6 +98,15 @@ export class CommandExecutor implements Executor {
   }
 
   async #next(): Promise<void> {
+    this.#looping = true;
+    try {
+      await this.#loop();
+    } finally {
+      this.#looping = false;
+    }
+  }
+
+  async #loop(): Promise<void> {
     const { events, config, layout, clock } = this.#spec;
     while (this.#queueHead < this.#queue.length && this.#state !== "dead") {
       const position = this.#queue[this.#queueHead++]!;

@@ -75,29 +75,38 @@ export interface ExecutorSpec {
 
 export type ExecutorFactory = (spec: ExecutorSpec) => Executor;
 
-/** Reusable batch buffers: executors keep the ones that come back from their worker. */
+/**
+ * Reusable batch buffers of one fixed size, so that any buffer that comes back fits any batch:
+ * executors keep the ones their worker hands back instead of leaving them to the collector
+ * (transferred buffers are external memory the collector is slow to reclaim).
+ */
 export class BufferPool {
   readonly #buffers: ArrayBuffer[] = [];
+  readonly #bytes: number;
   readonly #limit: number;
 
-  constructor(limit = 8) {
+  /** Buffers of `floats` numbers; at most `limit` are kept. */
+  constructor(floats: number, limit = 32) {
+    this.#bytes = floats * Float64Array.BYTES_PER_ELEMENT;
     this.#limit = limit;
   }
 
-  /** A Float64Array over a pooled buffer of at least `length` numbers, or a new one. */
+  /** A Float64Array over a pooled buffer, or a new one; `length` must fit the pool's size. */
   take(length: number): Float64Array {
-    for (let i = this.#buffers.length - 1; i >= 0; i--) {
-      const buffer = this.#buffers[i]!;
-      if (buffer.byteLength >= length * 8) {
-        this.#buffers.splice(i, 1);
-        return new Float64Array(buffer);
-      }
+    if (length * Float64Array.BYTES_PER_ELEMENT > this.#bytes) {
+      throw new RangeError(
+        `A batch of ${length} numbers does not fit buffers of ${this.#bytes} bytes`,
+      );
     }
-    return new Float64Array(Math.max(length, 128));
+    const buffer = this.#buffers.pop();
+    return buffer === undefined ? new Float64Array(this.#bytes / 8) : new Float64Array(buffer);
   }
 
+  /** Keep a buffer that came back (one of another size is left to the collector). */
   give(buffer: ArrayBuffer): void {
-    if (this.#buffers.length < this.#limit && buffer.byteLength > 0) this.#buffers.push(buffer);
+    if (this.#buffers.length < this.#limit && buffer.byteLength === this.#bytes) {
+      this.#buffers.push(buffer);
+    }
   }
 
   /** Hand every pooled buffer over (e.g. to send them back to the worker). */

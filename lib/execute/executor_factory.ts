@@ -6,13 +6,13 @@
 
 import { CommandExecutor } from "./command_executor.ts";
 import type { Executor, ExecutorFactory, ExecutorSpec } from "./executor.ts";
-import { WorkerExecutor } from "./worker_executor.ts";
+import { webWorkerOptions, WorkerExecutor } from "./worker_executor.ts";
 
 export const localExecutorFactory: ExecutorFactory = (spec: ExecutorSpec): Executor => {
   const config = spec.config;
   switch (config.kind) {
     case "process":
-      return new WorkerExecutor(spec);
+      return new WorkerExecutor(webWorkerOptions(spec));
     case "command":
       return new CommandExecutor(spec, config);
   }

@@ -176,10 +176,9 @@ export class ExecutorPool {
     }
   }
 
-  /** Let every executor enforce its task's timeout at the run clock's `now`. */
+  /** Let every executor check itself at the run clock's `now` (timeouts, leases). */
   checkHealth(now: number): void {
     for (const task of this.#o.tasks) {
-      if (task.config.timeout === null) continue;
       for (const executor of [...task.executors]) executor.checkHealth(now);
     }
   }

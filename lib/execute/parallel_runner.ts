@@ -138,7 +138,7 @@ export class ParallelRun implements ExecutorEvents {
           this.#pump();
         }),
     });
-    const maxWindow = options.maxInFlight ?? MAX_WINDOW;
+    const maxWindow = Math.min(options.maxInFlight ?? MAX_WINDOW, MAX_WINDOW);
     this.#dispatcher = new Dispatcher(
       this.scheduler,
       this.source,

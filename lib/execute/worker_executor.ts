@@ -6,12 +6,52 @@
  * buffers return to the worker with the next blocks, block buffers come back with results.
  */
 
+import type { LayoutSpec } from "../blocks/mod.ts";
 import { spawnWorker } from "../runtime/mod.ts";
-import { BufferPool, type Executor, type ExecutorSpec, type ExecutorState } from "./executor.ts";
+import {
+  BufferPool,
+  type Executor,
+  type ExecutorEvents,
+  type ExecutorSpec,
+  type ExecutorState,
+} from "./executor.ts";
+import { MAX_WINDOW } from "./dispatch.ts";
 import { InFlightQueue } from "./in_flight.ts";
-import { parseFromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
+import {
+  parseFromWorker,
+  PROTOCOL_VERSION,
+  RESULT_BUFFER_FLOATS,
+  type ToWorker,
+} from "./protocol/messages.ts";
 import { STATUS_SLOTS, StatusSlot } from "./protocol/status_slots.ts";
 import { RunningBlockWatch } from "./running_block_watch.ts";
+
+/** What a Web Worker executor needs: less than a whole task, so a worker relay can use it too. */
+export interface WebWorkerOptions {
+  readonly id: number;
+  readonly task: number;
+  readonly taskId: string;
+  readonly layout: LayoutSpec;
+  /** Absolute path of the pipeline module. */
+  readonly pipelinePath: string;
+  readonly measure: boolean;
+  /** Seconds per block, or null. */
+  readonly timeout: number | null;
+  readonly events: ExecutorEvents;
+}
+
+export function webWorkerOptions(spec: ExecutorSpec): WebWorkerOptions {
+  return {
+    id: spec.id,
+    task: spec.task,
+    taskId: spec.config.id,
+    layout: spec.config.layout,
+    pipelinePath: spec.pipelinePath,
+    measure: spec.measure,
+    timeout: spec.config.timeout,
+    events: spec.events,
+  };
+}
 
 export class WorkerExecutor implements Executor {
   readonly id: number;
@@ -20,22 +60,23 @@ export class WorkerExecutor implements Executor {
   // One block until the first result tells how long blocks take (then `window` adapts).
   window = 1;
   #state: ExecutorState = "starting";
-  readonly #spec: ExecutorSpec;
+  readonly #spec: WebWorkerOptions;
   readonly #worker: Worker;
   readonly #status: Float64Array;
-  readonly #blockBuffers = new BufferPool();
-  readonly #resultBuffers = new BufferPool();
+  /** Batches are at most MAX_WINDOW blocks, results at most RESULT_RECORDS records. */
+  readonly #blockBuffers = new BufferPool(2 * MAX_WINDOW);
+  readonly #resultBuffers = new BufferPool(RESULT_BUFFER_FLOATS);
   readonly #watch: RunningBlockWatch;
   #recalling = false;
 
-  constructor(spec: ExecutorSpec) {
+  constructor(spec: WebWorkerOptions) {
     this.#spec = spec;
     this.id = spec.id;
     this.task = spec.task;
-    this.#watch = new RunningBlockWatch(spec.config.timeout);
+    this.#watch = new RunningBlockWatch(spec.timeout);
     const shared = new SharedArrayBuffer(STATUS_SLOTS * Float64Array.BYTES_PER_ELEMENT);
     this.#status = new Float64Array(shared);
-    this.#worker = spawnWorker(`${spec.config.id}:${spec.id}`);
+    this.#worker = spawnWorker(`${spec.taskId}:${spec.id}`);
     this.#worker.onmessage = (event: MessageEvent<unknown>) => this.#receive(event.data);
     this.#worker.onerror = (event: ErrorEvent) => {
       // Without preventDefault an uncaught error in a worker takes the main thread down (Deno).
@@ -50,11 +91,11 @@ export class WorkerExecutor implements Executor {
     const init: ToWorker & { status: SharedArrayBuffer } = {
       kind: "init",
       protocol: PROTOCOL_VERSION,
-      taskId: spec.config.id,
+      taskId: spec.taskId,
       workerId: spec.id,
       pipeline: spec.pipelinePath,
       pipelineSha256: null,
-      layout: spec.config.layout,
+      layout: spec.layout,
       measure: spec.measure,
       status: shared,
     };
@@ -79,13 +120,15 @@ export class WorkerExecutor implements Executor {
     return this.#status[StatusSlot.Running] === 1 ? this.#status[StatusSlot.Position]! : -1;
   }
 
+  /** Changes whenever a new block starts; -1 while none runs. */
+  runningToken(): number {
+    const s = this.#status;
+    return s[StatusSlot.Running] === 1 ? s[StatusSlot.Started]! : -1;
+  }
+
   checkHealth(now: number): void {
     if (this.#state === "dead") return;
-    const s = this.#status;
-    const overdue = this.#watch.observe(
-      now,
-      s[StatusSlot.Running] === 1 ? s[StatusSlot.Started]! : -1,
-    );
+    const overdue = this.#watch.observe(now, this.runningToken());
     if (overdue !== null) this.#die(overdue);
   }
 

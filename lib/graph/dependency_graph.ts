@@ -117,7 +117,7 @@ export class DependencyGraph {
       for (const u of this.dag.upstream[task]!) {
         const up = this.layouts[u]!;
         if (upstreamBox(layout, position, up, s.coords, s.lo, s.hi)) {
-          forEachInBox(up, s.lo, s.hi, s.boxCoords, (p) => visit(u, p));
+          forEachInBox(up, s.lo, s.hi, s.boxCoords, u, visit);
         }
       }
     } finally {
@@ -134,7 +134,7 @@ export class DependencyGraph {
       for (const d of this.dag.downstream[task]!) {
         const down = this.layouts[d]!;
         if (downstreamBox(layout, position, down, s.coords, s.lo, s.hi)) {
-          forEachInBox(down, s.lo, s.hi, s.boxCoords, (p) => visit(d, p));
+          forEachInBox(down, s.lo, s.hi, s.boxCoords, d, visit);
         }
       }
     } finally {

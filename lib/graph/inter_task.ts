@@ -89,12 +89,13 @@ export function forEachInBox(
   lo: readonly number[],
   hi: readonly number[],
   coords: number[],
-  visit: (position: number) => void,
+  task: number,
+  visit: (task: number, position: number) => void,
 ): void {
   const dims = layout.dims;
   for (let d = 0; d < dims; d++) coords[d] = lo[d]!;
   while (true) {
-    visit(layout.positionOf(coords));
+    visit(task, layout.positionOf(coords));
     let d = dims - 1;
     for (; d >= 0; d--) {
       coords[d]! += 1;

@@ -67,6 +67,13 @@ export interface MappedFile {
   /** Make the writes so far durable: msync(MS_SYNC), or for "fs" write back + fsync. */
   flush(): void;
   /**
+   * Flush, then let the kernel drop the mapping's pages from this process's resident set: the
+   * data stays in the file and the page cache, and the next access faults it back in. Keeps a
+   * long run's resident memory to the pages written since the last call. A plain flush for
+   * "fs", whose copy is the process's own memory, and for read-only mappings (nothing written).
+   */
+  flushAndDropResident(): void;
+  /**
    * Flush (unless readOnly), then unmap and close the file descriptor. Views handed out are
    * detached (length 0) first. Any later call, including a second `close()`, throws.
    */
@@ -107,6 +114,7 @@ interface PosixPlatform {
   readonly MAP_SHARED: number;
   readonly MAP_PRIVATE: number;
   readonly MS_SYNC: number;
+  readonly MADV_DONTNEED: number;
   readonly SEEK_END: number;
 }
 
@@ -127,6 +135,7 @@ function posixPlatform(): PosixPlatform | null {
       MAP_SHARED: 1,
       MAP_PRIVATE: 2,
       MS_SYNC: 4,
+      MADV_DONTNEED: 4,
       SEEK_END: 2,
     };
   }
@@ -143,6 +152,7 @@ function posixPlatform(): PosixPlatform | null {
       MAP_SHARED: 1,
       MAP_PRIVATE: 2,
       MS_SYNC: 0x10,
+      MADV_DONTNEED: 4,
       SEEK_END: 2,
     };
   }
@@ -318,6 +328,12 @@ function mapWithLibc(
           throw new Error(`openMapped: msync("${path}", ${byteLength} bytes, MS_SYNC) failed`);
         }
       },
+      dropResident(): void {
+        // MAP_SHARED file pages: dropping them loses nothing once they are written back.
+        if (region.madvise(p.MADV_DONTNEED) !== 0) {
+          throw new Error(`openMapped: madvise("${path}", MADV_DONTNEED) failed`);
+        }
+      },
       release(): void {
         const unmapped = region.munmap();
         const closed = libc.close(fd);
@@ -423,6 +439,13 @@ class Mapping implements MappedFile {
   flush(): void {
     const backing = this.#live("flush");
     if (!this.readOnly) backing.flush();
+  }
+
+  flushAndDropResident(): void {
+    const backing = this.#live("flushAndDropResident");
+    if (this.readOnly) return;
+    backing.flush();
+    backing.dropResident();
   }
 
   close(): void {

@@ -28,6 +28,7 @@ interface BunLibcSymbols {
     offset: number,
   ): Pointer | bigint | null;
   msync(addr: Pointer, length: number, flags: number): number;
+  madvise(addr: Pointer, length: number, advice: number): number;
   munmap(addr: Pointer, length: number): number;
 }
 
@@ -51,6 +52,7 @@ const SYMBOLS: Readonly<Record<keyof BunLibcSymbols, BunSymbolSpec>> = {
   lseek: { args: ["i32", "i64", "i32"], returns: "i64" },
   mmap: { args: ["ptr", "u64", "i32", "i32", "i32", "i64"], returns: "ptr" },
   msync: { args: ["ptr", "u64", "i32"], returns: "i32" },
+  madvise: { args: ["ptr", "u64", "i32"], returns: "i32" },
   munmap: { args: ["ptr", "u64"], returns: "i32" },
 };
 
@@ -98,6 +100,7 @@ async function bind(library: string): Promise<LibcBinding> {
       return {
         bytes,
         msync: (msyncFlags) => libc.msync(addr, length, msyncFlags),
+        madvise: (advice) => libc.madvise(addr, length, advice),
         munmap: () => libc.munmap(addr, length),
       };
     },

@@ -26,6 +26,7 @@ interface DenoLibcSymbols {
     offset: number,
   ): DenoPointer | null;
   msync(addr: DenoPointer, length: number, flags: number): number;
+  madvise(addr: DenoPointer, length: number, advice: number): number;
   munmap(addr: DenoPointer, length: number): number;
 }
 
@@ -51,6 +52,7 @@ const SYMBOLS: Readonly<Record<keyof DenoLibcSymbols, DenoSymbolSpec>> = {
   lseek: { parameters: ["i32", "i64", "i32"], result: "i64" },
   mmap: { parameters: ["pointer", "usize", "i32", "i32", "i32", "i64"], result: "pointer" },
   msync: { parameters: ["pointer", "usize", "i32"], result: "i32" },
+  madvise: { parameters: ["pointer", "usize", "i32"], result: "i32" },
   munmap: { parameters: ["pointer", "usize"], result: "i32" },
 };
 
@@ -115,6 +117,7 @@ export function loadDenoLibc(library: string): LibcBinding {
       return {
         bytes,
         msync: (msyncFlags) => libc.msync(pointer, length, msyncFlags),
+        madvise: (advice) => libc.madvise(pointer, length, advice),
         munmap: () => libc.munmap(pointer, length),
       };
     },

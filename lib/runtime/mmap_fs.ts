@@ -17,6 +17,12 @@ export interface Backing {
   readonly bytes: Uint8Array;
   /** Make the bytes durable (msync MS_SYNC, or write back + fsync). Throws naming path and call. */
   flush(): void;
+  /**
+   * Let the kernel take the pages out of this process's resident set (the file and the page
+   * cache keep the data; the next access faults it back in). Call after `flush`. A no-op for the
+   * fs fallback, whose bytes are the process's own memory.
+   */
+  dropResident(): void;
   /** Unmap and close the file descriptor, without flushing. Throws naming path and call. */
   release(): void;
 }
@@ -46,6 +52,8 @@ export interface LibcRegion {
   readonly bytes: Uint8Array;
   /** `msync(addr, length, flags)`: 0 on success. */
   msync(flags: number): number;
+  /** `madvise(addr, length, advice)`: 0 on success. */
+  madvise(advice: number): number;
   /** `munmap(addr, length)`: 0 on success. */
   munmap(): number;
 }
@@ -156,6 +164,7 @@ export function openFsBacking(
           throw new Error(`openMapped: fs.fsyncSync("${path}") failed: ${describeCause(error)}`);
         }
       },
+      dropResident(): void {},
       release(): void {
         try {
           fs.closeSync(fd);

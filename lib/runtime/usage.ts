@@ -63,60 +63,107 @@ export function ioBytes(thread: boolean): IoBytes {
 }
 
 /**
- * Per-block figures of the calling thread at a few microseconds a reading: `/proc` files are
- * kept open and re-read in place (a fresh `readFileSync` costs 6-20 µs), and CPU comes from
- * `/proc/thread-self/schedstat` where `process.threadCpuUsage()` is slow (Deno: ~18 µs).
- * Create it in the thread it measures: `/proc/thread-self` resolves when the file is opened.
+ * Per-block figures of the calling thread at a few microseconds a reading and no garbage: the
+ * `/proc` files are kept open and re-read in place into one buffer, and numbers are parsed from
+ * the bytes (a fresh `readFileSync`, a decoded string or `process.resourceUsage()` per block
+ * would leave megabytes of garbage over a million blocks). CPU comes from
+ * `/proc/thread-self/schedstat` (nanoseconds on CPU) where it can be read, else from
+ * `process.threadCpuUsage()`. Create it in the thread it measures: `/proc/thread-self` resolves
+ * when the file is opened.
  */
 export class ThreadMeter {
-  private readonly ioFd: number | null;
-  private readonly schedFd: number | null;
-  private readonly buffer = new Uint8Array(1024);
-  private readonly decoder = new TextDecoder();
+  readonly #ioFd: number | null;
+  readonly #schedFd: number | null;
+  readonly #buffer = new Uint8Array(1024);
   /** Bytes the meter itself read so far: they count in rchar and are subtracted. */
-  private ownBytes = 0;
+  #ownBytes = 0;
+  #rss = 0;
+  #rssAt = Number.NEGATIVE_INFINITY;
+  /** The last `io()` reading, overwritten by each call. */
+  readonly lastIo = { read: 0, write: 0 };
 
   constructor() {
-    this.ioFd = openQuietly("/proc/thread-self/io");
-    const p = process as ProcessWithThreadCpu;
-    const isBun = (globalThis as { Bun?: unknown }).Bun !== undefined;
-    this.schedFd = isBun && typeof p.threadCpuUsage === "function"
-      ? null
-      : openQuietly("/proc/thread-self/schedstat");
+    this.#ioFd = openQuietly("/proc/thread-self/io");
+    this.#schedFd = openQuietly("/proc/thread-self/schedstat");
   }
 
   /** CPU seconds of this thread, or NaN where the platform cannot tell. */
   cpuSeconds(): number {
-    if (this.schedFd !== null) {
-      const text = this.read(this.schedFd);
-      const ns = text === null ? Number.NaN : Number(text.slice(0, text.indexOf(" ")));
+    if (this.#schedFd !== null) {
+      const n = this.#read(this.#schedFd);
+      const ns = n > 0 ? numberAfter(this.#buffer, n, 0) : Number.NaN;
       if (Number.isFinite(ns)) return ns / 1e9;
     }
     return threadCpuSeconds();
   }
 
-  /** Bytes read and written through syscalls by this thread; zeros where not reported. */
+  /** Bytes read and written through syscalls by this thread, in `lastIo` (zeros if unknown). */
   io(): IoBytes {
-    if (this.ioFd === null) return { read: 0, write: 0 };
-    const own = this.ownBytes; // this read's own bytes appear in rchar only from the next read
-    const text = this.read(this.ioFd);
-    if (text === null) return { read: 0, write: 0 };
-    return { read: fieldOf(text, "rchar") - own, write: fieldOf(text, "wchar") };
+    const out = this.lastIo;
+    out.read = 0;
+    out.write = 0;
+    if (this.#ioFd === null) return out;
+    const own = this.#ownBytes; // this read's own bytes appear in rchar only from the next read
+    const n = this.#read(this.#ioFd);
+    if (n <= 0) return out;
+    out.read = fieldOfBytes(this.#buffer, n, RCHAR) - own;
+    out.write = fieldOfBytes(this.#buffer, n, WCHAR);
+    return out;
+  }
+
+  /**
+   * Peak resident set size of the process: it only ever grows, so a reading at most 25 ms old
+   * is as good as a new one and costs nothing per block.
+   */
+  peakRssBytes(): number {
+    const now = performance.now();
+    if (now - this.#rssAt > 25) {
+      this.#rss = peakRssBytes();
+      this.#rssAt = now;
+    }
+    return this.#rss;
   }
 
   close(): void {
-    for (const fd of [this.ioFd, this.schedFd]) if (fd !== null) fs.closeSync(fd);
+    for (const fd of [this.#ioFd, this.#schedFd]) if (fd !== null) fs.closeSync(fd);
   }
 
-  private read(fd: number): string | null {
+  #read(fd: number): number {
     try {
-      const n = fs.readSync(fd, this.buffer, 0, this.buffer.length, 0);
-      this.ownBytes += n;
-      return this.decoder.decode(this.buffer.subarray(0, n));
+      const n = fs.readSync(fd, this.#buffer, 0, this.#buffer.length, 0);
+      this.#ownBytes += n;
+      return n;
     } catch {
-      return null;
+      return -1;
     }
   }
+}
+
+const RCHAR = Array.from("rchar:", (c) => c.charCodeAt(0));
+const WCHAR = Array.from("wchar:", (c) => c.charCodeAt(0));
+
+/** The number after `key` in `bytes[0, n)`, or 0. */
+function fieldOfBytes(bytes: Uint8Array, n: number, key: readonly number[]): number {
+  outer: for (let i = 0; i + key.length <= n; i++) {
+    for (let k = 0; k < key.length; k++) if (bytes[i + k] !== key[k]) continue outer;
+    return numberAfter(bytes, n, i + key.length);
+  }
+  return 0;
+}
+
+/** The decimal integer starting at or after `at` (spaces skipped), or 0. */
+function numberAfter(bytes: Uint8Array, n: number, at: number): number {
+  let i = at;
+  while (i < n && bytes[i] === 32) i++;
+  let value = 0;
+  let digits = 0;
+  for (; i < n; i++) {
+    const d = bytes[i]! - 48;
+    if (d < 0 || d > 9) break;
+    value = value * 10 + d;
+    digits++;
+  }
+  return digits === 0 ? Number.NaN : value;
 }
 
 function openQuietly(file: string): number | null {
@@ -127,20 +174,3 @@ function openQuietly(file: string): number | null {
   }
 }
 
-function fieldOf(text: string, key: string): number {
-  const at = text.indexOf(key + ":");
-  if (at < 0) return 0;
-  const end = text.indexOf("\n", at);
-  return Number(text.slice(at + key.length + 1, end < 0 ? undefined : end)) || 0;
-}
-
-/**
- * Ask the runtime to collect garbage now, where it allows it (Bun); a no-op elsewhere. The run
- * loop calls it after every 2 MB of result buffers transferred from workers: that external
- * memory is otherwise left to pile up (about 100 MB over a million-block run with resource
- * tracking; measured on a 1 M-block 3-D run: peak RSS ~300 MB without, ~195 MB with).
- */
-export function collectGarbage(): void {
-  const bun = (globalThis as { Bun?: { gc?: (force: boolean) => void } }).Bun;
-  bun?.gc?.(true);
-}

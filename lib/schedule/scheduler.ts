@@ -10,9 +10,10 @@
  * block becomes ready, so memory follows the active frontier, not the task size.
  */
 
-import { type BlockRef, type DependencyGraph } from "../graph/mod.ts";
-import { compareBlockIds } from "../blocks/mod.ts";
+import type { DependencyGraph } from "../graph/mod.ts";
+import { type BlockId, compareBlockIds } from "../blocks/mod.ts";
 import { type AbandonReason, type CounterSnapshot, TaskCounters } from "./counters.ts";
+import { PositionCounts } from "./position_counts.ts";
 import { ReadyQueue } from "./ready_queue.ts";
 
 /** Why a block was not run: a done marker, a skip mask, or the task's `check`. */
@@ -41,12 +42,11 @@ export class Scheduler {
   readonly graph: DependencyGraph;
   readonly #counters: TaskCounters[] = [];
   readonly #queues: ReadyQueue[] = [];
-  readonly #pending: Map<number, number>[] = [];
+  readonly #pending: PositionCounts[] = [];
   readonly #orphaned: Set<number>[] = [];
   readonly #retries: Map<number, number>[] = [];
   readonly #options: readonly SchedulerTaskOptions[];
   readonly #events: SchedulerEvents;
-  readonly #newlyReady: BlockRef[] = [];
 
   constructor(
     graph: DependencyGraph,
@@ -67,7 +67,7 @@ export class Scheduler {
     }
     for (let t = 0; t < n; t++) {
       const layout = graph.layouts[t]!;
-      this.#pending.push(new Map());
+      this.#pending.push(new PositionCounts());
       this.#orphaned.push(new Set());
       this.#retries.push(new Map());
       if (options[t]!.alreadyDone === true) {
@@ -225,28 +225,55 @@ export class Scheduler {
     this.#counters.forEach((c, t) => c.assertBalanced(this.taskId(t)));
   }
 
-  #releaseDownstream(task: number, position: number): void {
-    const ready = this.#newlyReady;
-    ready.length = 0;
-    this.graph.forEachDownstream(task, position, (t, p) => {
-      if (!this.#counters[t]!.running || this.#orphaned[t]!.has(p)) return;
-      const pending = this.#pending[t]!;
-      const missing = (pending.get(p) ?? this.graph.upstreamCount(t, p)) - 1;
-      if (missing === 0) {
-        pending.delete(p);
-        ready.push({ task: t, position: p });
-      } else {
-        pending.set(p, missing);
-      }
-    });
-    if (ready.length > 1) {
-      // daisy appends newly ready blocks in block-ID order (reference §5.2).
-      const keyed = ready.map((r) => ({ r, id: this.graph.blockIdOf(r) }));
-      keyed.sort((a, b) => compareBlockIds(a.id, b.id));
-      for (const { r } of keyed) this.#enqueue(r.task, r.position);
-    } else if (ready.length === 1) {
-      this.#enqueue(ready[0]!.task, ready[0]!.position);
+  /** Blocks made ready by one release, as parallel arrays (no object per block). */
+  readonly #readyTasks: number[] = [];
+  readonly #readyPositions: number[] = [];
+  readonly #readyIds: BlockId[] = [];
+
+  /** Counts one upstream success for a downstream block; created once, not per release. */
+  readonly #countDown = (t: number, p: number): void => {
+    if (!this.#counters[t]!.running || this.#orphaned[t]!.has(p)) return;
+    const pending = this.#pending[t]!;
+    const known = pending.get(p);
+    const missing = (known < 0 ? this.graph.upstreamCount(t, p) : known) - 1;
+    if (missing === 0) {
+      pending.delete(p);
+      this.#readyTasks.push(t);
+      this.#readyPositions.push(p);
+    } else {
+      pending.set(p, missing);
     }
+  };
+
+  #releaseDownstream(task: number, position: number): void {
+    const tasks = this.#readyTasks;
+    const positions = this.#readyPositions;
+    tasks.length = 0;
+    positions.length = 0;
+    this.graph.forEachDownstream(task, position, this.#countDown);
+    const n = tasks.length;
+    if (n > 1) {
+      // daisy appends newly ready blocks in block-ID order (reference §5.2): a stable insertion
+      // sort of the few blocks one release frees, keyed by ID, in place.
+      const ids = this.#readyIds;
+      ids.length = 0;
+      for (let i = 0; i < n; i++) {
+        const t = tasks[i]!;
+        const p = positions[i]!;
+        const id = this.graph.layouts[t]!.blockIdOf(p);
+        let j = i;
+        while (j > 0 && compareBlockIds(ids[j - 1]!, id) > 0) {
+          ids[j] = ids[j - 1]!;
+          tasks[j] = tasks[j - 1]!;
+          positions[j] = positions[j - 1]!;
+          j--;
+        }
+        ids[j] = id;
+        tasks[j] = t;
+        positions[j] = p;
+      }
+    }
+    for (let i = 0; i < n; i++) this.#enqueue(tasks[i]!, positions[i]!);
   }
 
   #enqueue(task: number, position: number): void {

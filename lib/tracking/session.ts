@@ -53,7 +53,11 @@ interface Tracked {
   readonly doneAtStart: number;
 }
 
+/** Blocks recorded between two flushes that also drop the mapped pages from memory. */
+const RESIDENT_CELLS = 16_384;
+
 export class TrackingSession implements CompletionSink {
+  #sinceDrop = 0;
   private readonly tracked: (Tracked | null)[];
   private readonly layouts: readonly TaskLayout[];
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -174,6 +178,17 @@ export class TrackingSession implements CompletionSink {
     if (cell < 0) return;
     store.recordBlock(cell, report.sentAt, report.returnedAt, report.workerId, report.usage);
     store.markDone(cell);
+    this.#recorded(store);
+  }
+
+  /**
+   * Every RESIDENT_CELLS blocks recorded, write the store back and drop its pages from the
+   * resident set, so memory follows the frontier, not the million cells written so far.
+   */
+  #recorded(store: TrackingStore): void {
+    if (++this.#sinceDrop < RESIDENT_CELLS) return;
+    this.#sinceDrop = 0;
+    store.flushAndDropResident();
   }
 
   /** An attempt failed: counted in `failures`, kept across runs (CompletionSink). */
@@ -184,6 +199,7 @@ export class TrackingSession implements CompletionSink {
     if (cell < 0) return;
     store.addFailure(cell);
     store.recordBlock(cell, report.sentAt, report.returnedAt, report.workerId, report.usage);
+    this.#recorded(store);
   }
 
   flush(): void {

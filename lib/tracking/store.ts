@@ -344,6 +344,15 @@ export class TrackingStore {
     for (const f of this.files.values()) f.flush();
   }
 
+  /**
+   * Flush, and let the mapped pages leave this process's resident set (they stay in the file
+   * and the page cache): a million-block run then holds only the pages it wrote recently.
+   */
+  flushAndDropResident(): void {
+    if (this.closed) return;
+    for (const f of this.files.values()) f.flushAndDropResident();
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;

@@ -21,6 +21,10 @@ export const RECORD_SECONDS = 2;
 export const RECORD_STRIDE_PLAIN = 3;
 /** Fields per record with resource tracking: the six `Usage` figures start at RECORD_SECONDS. */
 export const RECORD_STRIDE_MEASURED = 8;
+/** A worker reports at most this many records per results message (Web Workers). */
+export const RESULT_RECORDS = 512;
+/** Size of a Web Worker's result buffer, in numbers: every one is this size, so all are reusable. */
+export const RESULT_BUFFER_FLOATS = RESULT_RECORDS * RECORD_STRIDE_MEASURED;
 export const STATUS_DONE = 0;
 export const STATUS_FAILED = 1;
 

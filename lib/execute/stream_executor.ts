@@ -1,0 +1,226 @@
+/**
+ * An executor whose worker sits at the other end of a byte stream (a TCP connection, a pipe to
+ * a child process): the same protocol as a Web Worker's, as frames (`protocol/frames.ts`).
+ * With no shared memory, liveness and "which block runs now" come from heartbeats: a worker that
+ * sends nothing for the lease is lost like a crashed one, and the running block is the oldest
+ * one held while the worker says it is running a block.
+ */
+
+import type { Executor, ExecutorSpec, ExecutorState } from "./executor.ts";
+import type { ByteChannel } from "./byte_channel.ts";
+import { InFlightQueue } from "./in_flight.ts";
+import {
+  encodeFrame,
+  type FrameDecoder,
+  schedulerSideDecoder,
+  type SessionFrame,
+} from "./protocol/frames.ts";
+import { type FromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
+import { RunningBlockWatch } from "./running_block_watch.ts";
+
+/** Without a frame for this long, a stream worker counts as lost. */
+export const DEFAULT_LEASE_MS = 15_000;
+
+export interface StreamExecutorOptions {
+  readonly spec: ExecutorSpec;
+  readonly channel: ByteChannel;
+  /** SHA-256 of the pipeline file, for a worker that loads it from a shared filesystem. */
+  readonly pipelineSha256: string | null;
+  readonly leaseMs?: number;
+  readonly frameCap?: number;
+  /** Called once when the executor ends (stop, kill or loss): end the process, the job, ... */
+  readonly onEnd?: () => void;
+}
+
+export class StreamExecutor implements Executor {
+  readonly id: number;
+  readonly task: number;
+  readonly inFlight = new InFlightQueue();
+  window = 1;
+  #state: ExecutorState = "starting";
+  #greeted = false;
+  readonly #o: StreamExecutorOptions;
+  readonly #decoder: FrameDecoder<FromWorker | SessionFrame>;
+  readonly #watch: RunningBlockWatch;
+  readonly #leaseMs: number;
+  #batch = new Float64Array(256);
+  #lastHeard: number;
+  #recalling = false;
+  /** Records received so far: identifies the running block (the oldest held) between results. */
+  #recordsReceived = 0;
+  #heartbeatRunning = -1;
+  #heartbeatStartedAt = 0;
+  #ended = false;
+
+  constructor(options: StreamExecutorOptions) {
+    this.#o = options;
+    this.id = options.spec.id;
+    this.task = options.spec.task;
+    this.#leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.#watch = new RunningBlockWatch(options.spec.config.timeout);
+    this.#decoder = schedulerSideDecoder(options.frameCap);
+    this.#lastHeard = options.spec.clock.now();
+    options.channel.onData((chunk) => this.#onData(chunk));
+    options.channel.onClose((reason) => this.#die(reason));
+  }
+
+  get state(): ExecutorState {
+    return this.#state;
+  }
+
+  batchBuffer(pairs: number): Float64Array {
+    // The frame encoder copies the batch, so one buffer serves every batch.
+    if (this.#batch.length < 2 * pairs) this.#batch = new Float64Array(2 * pairs);
+    return this.#batch;
+  }
+
+  send(batch: Float64Array, count: number): void {
+    this.#write({ kind: "blocks", blocks: batch, count });
+  }
+
+  runningPosition(): number {
+    const head = this.inFlight.positionAt(0);
+    return this.#heartbeatRunning >= 0 && head === this.#heartbeatRunning ? head : -1;
+  }
+
+  checkHealth(now: number): void {
+    if (this.#state === "dead") return;
+    if (now - this.#lastHeard > this.#leaseMs) {
+      this.#die(
+        `the worker sent nothing for ${
+          Math.round((now - this.#lastHeard) / 1000)
+        } s (its lease is ${this.#leaseMs / 1000} s)`,
+      );
+      return;
+    }
+    const running = this.runningPosition() >= 0;
+    const overdue = this.#watch.observe(
+      now,
+      running ? this.#recordsReceived : -1,
+      this.#heartbeatStartedAt,
+    );
+    if (overdue !== null) this.#die(overdue);
+  }
+
+  recall(final = false): void {
+    if (this.#state === "dead" || (this.#recalling && !final)) return;
+    this.#recalling = true;
+    this.#write({ kind: "recall", final });
+  }
+
+  stop(): void {
+    if (this.#state !== "dead") this.#write({ kind: "stop" });
+    this.kill();
+  }
+
+  kill(): void {
+    this.#state = "dead";
+    this.#o.channel.close();
+    this.#end();
+  }
+
+  #isDead(): boolean {
+    return this.#state === "dead";
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#o.onEnd?.();
+  }
+
+  #write(message: ToWorker | SessionFrame): void {
+    this.#o.channel.write(encodeFrame(message));
+  }
+
+  #die(reason: string): void {
+    if (this.#state === "dead") return;
+    this.#state = "dead";
+    this.#o.channel.close();
+    this.#end();
+    this.#o.spec.events.crashed(this, reason);
+  }
+
+  #onData(chunk: Uint8Array): void {
+    if (this.#state === "dead") return;
+    this.#lastHeard = this.#o.spec.clock.now();
+    let messages: (FromWorker | SessionFrame)[];
+    try {
+      messages = this.#decoder.push(chunk);
+    } catch (error) {
+      this.#die(`the worker broke the protocol: ${(error as Error).message}`);
+      return;
+    }
+    for (const message of messages) {
+      if (this.#isDead()) return;
+      this.#receive(message);
+    }
+  }
+
+  #receive(message: FromWorker | SessionFrame): void {
+    const { spec } = this.#o;
+    const events = spec.events;
+    if (message.kind !== "hello" && !this.#greeted) {
+      this.#die(`the worker sent "${message.kind}" before "hello"`);
+      return;
+    }
+    switch (message.kind) {
+      case "hello":
+        if (this.#greeted) return this.#die(`the worker said "hello" twice`);
+        this.#greeted = true;
+        if (message.protocol !== PROTOCOL_VERSION) {
+          const why =
+            `the worker (${message.client}) speaks protocol ${message.protocol} but this blockwise speaks ${PROTOCOL_VERSION}; run the same blockwise version on both sides`;
+          this.#write({ kind: "error", message: why });
+          return this.#die(why);
+        }
+        this.#write({
+          kind: "init",
+          protocol: PROTOCOL_VERSION,
+          taskId: spec.config.id,
+          workerId: spec.id,
+          pipeline: spec.pipelinePath,
+          pipelineSha256: this.#o.pipelineSha256,
+          layout: spec.config.layout,
+          measure: spec.measure,
+        });
+        return;
+      case "ready":
+        if (this.#state !== "starting") return this.#die(`the worker said "ready" twice`);
+        this.#state = "ready";
+        events.ready(this);
+        return;
+      case "setup-failed":
+        this.#state = "dead";
+        this.#o.channel.close();
+        this.#end();
+        events.setupFailed(this, message.message, message.stack);
+        return;
+      case "results":
+        this.#recordsReceived += message.count;
+        this.#heartbeatRunning = -1;
+        events.results(this, message);
+        return;
+      case "returned":
+        this.#recalling = false;
+        events.returned(this, message.positions, message.count);
+        return;
+      case "output":
+        events.output(this, message.stream, message.text);
+        return;
+      case "closing":
+        return this.#die(message.reason);
+      case "heartbeat":
+        if (message.running !== this.#heartbeatRunning) {
+          this.#heartbeatStartedAt = spec.clock.now() - message.runningFor * 1000;
+        }
+        this.#heartbeatRunning = message.running;
+        return;
+      case "error":
+        return this.#die(`the worker refused: ${message.message}`);
+      case "challenge":
+      case "auth":
+        return this.#die(`the worker sent "${message.kind}" outside the handshake`);
+    }
+  }
+}

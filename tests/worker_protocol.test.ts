@@ -1,0 +1,204 @@
+/**
+ * The worker protocol as frames on a byte stream: every message round-trips, the decoder copes
+ * with any chunking, and refuses oversized frames, unknown types, garbage and messages that do
+ * not match their type, naming what is wrong.
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import {
+  encodeFrame,
+  FrameDecoder,
+  schedulerSideDecoder,
+  workerSideDecoder,
+} from "../lib/execute/protocol/frames.ts";
+import {
+  type FromWorker,
+  parseFromWorker,
+  parseToWorker,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  type ToWorker,
+} from "../lib/execute/protocol/messages.ts";
+
+const LAYOUT = {
+  totalRoi: { offset: [0, 0], shape: [8, 8] },
+  readRoi: { offset: [0, 0], shape: [4, 4] },
+  writeRoi: { offset: [1, 1], shape: [2, 2] },
+  fit: "valid" as const,
+  readWriteConflict: true,
+};
+
+const TO_WORKER: ToWorker[] = [
+  {
+    kind: "init",
+    protocol: PROTOCOL_VERSION,
+    taskId: "segment",
+    workerId: 3,
+    pipeline: "/shared/pipeline.ts",
+    pipelineSha256: "ab".repeat(32),
+    layout: LAYOUT,
+    measure: true,
+  },
+  { kind: "blocks", blocks: Float64Array.of(5, 1, 9, 2, 2 ** 40, 1), count: 3 },
+  { kind: "recall", final: false },
+  { kind: "recall", final: true },
+  { kind: "stop" },
+];
+
+const FROM_WORKER: FromWorker[] = [
+  { kind: "hello", protocol: PROTOCOL_VERSION, client: "blockwise test", pid: 42, host: "node7" },
+  { kind: "ready" },
+  { kind: "setup-failed", message: "no GPU", stack: "Error: no GPU\n    at setup" },
+  {
+    kind: "results",
+    count: 2,
+    stride: 3,
+    records: Float64Array.of(5, 0, 0.25, 9, 1, 1.5),
+    errors: [{ position: 9, message: "bad block", stack: "Error: bad block" }],
+    cpuSeconds: 0.75,
+  },
+  {
+    kind: "results",
+    count: 1,
+    stride: 8,
+    records: Float64Array.of(7, 0, 0.5, 0.4, 1e9, 4096, 8192, 1.7e9),
+    errors: [],
+    cpuSeconds: Number.NaN,
+  },
+  { kind: "returned", positions: Float64Array.of(11, 12), count: 2 },
+  { kind: "output", stream: "stderr", text: "héllo ✓\n" },
+  { kind: "closing", reason: "the worker called process.exit(3)" },
+  { kind: "heartbeat", running: 17, runningFor: 12.5 },
+];
+
+/** Frames of all messages, concatenated, fed in chunks of `size` bytes. */
+function feed<T>(decoder: FrameDecoder<T>, frames: Uint8Array[], size: number): T[] {
+  const total = frames.reduce((n, f) => n + f.length, 0);
+  const all = new Uint8Array(total);
+  let at = 0;
+  for (const f of frames) {
+    all.set(f, at);
+    at += f.length;
+  }
+  const out: T[] = [];
+  for (let i = 0; i < all.length; i += size) out.push(...decoder.push(all.subarray(i, i + size)));
+  return out;
+}
+
+function normalise(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value, (_k, v) => {
+    if (v instanceof Float64Array) return { f64: [...v].map((x) => Number.isNaN(x) ? "NaN" : x) };
+    return typeof v === "number" && Number.isNaN(v) ? "NaN" : v;
+  }));
+}
+
+describe("worker protocol frames", () => {
+  for (const size of [1, 3, 7, 64, 100_000]) {
+    it(`round-trips every message in chunks of ${size} bytes`, () => {
+      const toWorker = feed(workerSideDecoder(), TO_WORKER.map(encodeFrame), size);
+      assert.deepEqual(normalise(toWorker), normalise(TO_WORKER));
+      const fromWorker = feed(schedulerSideDecoder(), FROM_WORKER.map(encodeFrame), size);
+      assert.deepEqual(normalise(fromWorker), normalise(FROM_WORKER));
+    });
+  }
+
+  it("round-trips the session frames of the handshake", () => {
+    const frames = [
+      encodeFrame({ kind: "challenge", nonce: "00ff" }),
+      encodeFrame({ kind: "auth", mac: "beef" }),
+      encodeFrame({ kind: "error", message: "wrong secret" }),
+    ];
+    assert.deepEqual(feed(schedulerSideDecoder(), frames, 5), [
+      { kind: "challenge", nonce: "00ff" },
+      { kind: "auth", mac: "beef" },
+      { kind: "error", message: "wrong secret" },
+    ]);
+  });
+
+  it("refuses a frame over the cap as soon as its length is read", () => {
+    const decoder = schedulerSideDecoder(1024);
+    const header = new Uint8Array(4);
+    new DataView(header.buffer).setUint32(0, 1_000_000, true);
+    assert.throws(() => decoder.push(header), /frame of 1000000 bytes exceeds the cap of 1024/);
+  });
+
+  it("refuses garbage: an unknown frame type, a zero length, bad JSON, a short body", () => {
+    assert.throws(
+      () => schedulerSideDecoder().push(Uint8Array.of(1, 0, 0, 0, 0x7e)),
+      /Unknown frame type 0x7e/,
+    );
+    assert.throws(() => schedulerSideDecoder().push(Uint8Array.of(0, 0, 0, 0)), /length 0/);
+    const bad = new TextEncoder().encode("{not json");
+    const frame = new Uint8Array(5 + bad.length);
+    new DataView(frame.buffer).setUint32(0, 1 + bad.length, true);
+    frame[4] = 0x11; // ready
+    frame.set(bad, 5);
+    assert.throws(() => schedulerSideDecoder().push(frame), /not valid UTF-8 JSON/);
+    const short = Uint8Array.of(5, 0, 0, 0, 0x20, 9, 0, 0, 0); // blocks: 9 pairs announced, none sent
+    assert.throws(() => workerSideDecoder().push(short), /too short/);
+    assert.throws(() =>
+      schedulerSideDecoder().push(new TextEncoder().encode("GET / HTTP/1.1\r\n"))
+    );
+  });
+
+  it("checks what every message holds, naming the field", () => {
+    assert.throws(() => parseFromWorker(null), ProtocolError);
+    assert.throws(() => parseFromWorker({ kind: "dance" }), /unknown kind: "dance"/);
+    assert.throws(
+      () =>
+        parseFromWorker({
+          kind: "results",
+          count: 2,
+          stride: 3,
+          records: new Float64Array(3),
+          errors: [],
+          cpuSeconds: 0,
+        }),
+      /holds 3 numbers, fewer than the 6 announced/,
+    );
+    assert.throws(
+      () =>
+        parseFromWorker({
+          kind: "results",
+          count: 1,
+          stride: 5,
+          records: new Float64Array(5),
+          errors: [],
+          cpuSeconds: 0,
+        }),
+      /"stride" must be 3 or 8/,
+    );
+    assert.throws(
+      () =>
+        parseFromWorker({
+          kind: "results",
+          count: 1,
+          stride: 3,
+          records: Float64Array.of(1, 1, 0),
+          errors: [],
+          cpuSeconds: 0,
+        }),
+      /1 failed records but 0 errors/,
+    );
+    assert.throws(
+      () =>
+        parseFromWorker({
+          kind: "results",
+          count: 1,
+          stride: 3,
+          records: Float64Array.of(1, 4, 0),
+          errors: [],
+          cpuSeconds: 0,
+        }),
+      /record 0 has status 4/,
+    );
+    assert.throws(() => parseFromWorker({ kind: "output", stream: "stdin", text: "" }), /"stream"/);
+    assert.throws(
+      () => parseToWorker({ kind: "blocks", count: -1, blocks: new Float64Array() }),
+      /non-negative/,
+    );
+    assert.throws(() => parseToWorker({ kind: "recall" }), /"final" must be a boolean/);
+    assert.throws(() => parseToWorker({ kind: "init", protocol: 1 }), /"layout"/);
+  });
+});
