@@ -431,9 +431,10 @@ describe("validatePipeline() accepted pipelines", () => {
     assert.equal(t.timeout, null);
     assert.deepEqual(t.requires, {});
     assert.deepEqual(t.upstream, []);
+    assert.ok(t.kind === "process");
     assert.equal(typeof t.process, "function");
     assert.equal(t.setup, null);
-    assert.equal(t.command, null);
+    assert.equal("command" in t, false);
     assert.equal(t.check, null);
     assert.equal(t.tracking, null);
     assert.equal(t.resourceTracking, null);
@@ -497,9 +498,12 @@ describe("validatePipeline() accepted pipelines", () => {
     ]]);
     const merge = config.tasks[2]!;
     assert.deepEqual(merge.upstream, ["raw", "mask"]);
+    assert.ok(merge.kind === "command");
     assert.deepEqual(merge.command, ["python3", "merge.py", "{write_offset}", "{write_shape}"]);
-    assert.equal(merge.process, null);
-    assert.equal(config.tasks[1]!.setup, setup);
+    assert.equal("process" in merge, false);
+    const mask = config.tasks[1]!;
+    assert.ok(mask.kind === "process");
+    assert.equal(mask.setup, setup);
     assert.equal(config.tasks[1]!.tracking, "/data/tracking/mask");
   });
 });
@@ -541,7 +545,9 @@ describe("loadPipeline()", () => {
     );
     const config = await loadPipeline("plain.mjs", dir);
     assert.equal(config.path, join(dir, "plain.mjs"));
-    assert.deepEqual(config.tasks[0]!.command, ["true"]);
+    const only = config.tasks[0]!;
+    assert.ok(only.kind === "command");
+    assert.deepEqual(only.command, ["true"]);
   });
 
   it("passes validation errors through", async () => {
@@ -631,6 +637,8 @@ describe("command placeholders", () => {
       { tasks: [{ ...base, command: ["echo", "{write_offset}", "{{literal}}"] }] },
       "p.ts",
     );
-    assert.deepEqual(ok.tasks[0]!.command, ["echo", "{write_offset}", "{{literal}}"]);
+    const echo = ok.tasks[0]!;
+    assert.ok(echo.kind === "command");
+    assert.deepEqual(echo.command, ["echo", "{write_offset}", "{{literal}}"]);
   });
 });

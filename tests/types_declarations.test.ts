@@ -189,9 +189,11 @@ describe("PIPELINE_DECLARATIONS", () => {
     const [extract, relabel, exporter] = config.tasks;
     assert.equal(extract!.layout.fit, "shrink");
     assert.equal(typeof extract!.check, "function");
-    assert.equal(typeof relabel!.setup, "function");
+    assert.ok(relabel?.kind === "process");
+    assert.equal(typeof relabel.setup, "function");
     assert.deepEqual(relabel!.upstream, ["extract"]);
-    assert.equal(exporter!.command![0], "python3");
+    assert.ok(exporter?.kind === "command");
+    assert.equal(exporter.command[0], "python3");
     assert.equal(exporter!.tracking, false);
   });
 });

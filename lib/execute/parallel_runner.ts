@@ -401,7 +401,7 @@ class ParallelRun implements ExecutorEvents {
     const config = task.config;
     const id = this.nextWorkerId++;
     if (task.stats.workerFailures > task.stats.restarts) task.stats.restarts++;
-    const executor: Executor = config.command !== null
+    const executor: Executor = config.kind === "command"
       ? new CommandExecutor({
         id,
         task: t,

@@ -50,7 +50,8 @@ export async function runSerial(
   observer.runStarted?.(snapshots());
 
   const contextOf = async (t: number, task: TaskConfig): Promise<unknown> => {
-    if (!contexts.has(t)) contexts.set(t, task.setup === null ? undefined : await task.setup());
+    const setup = task.kind === "process" ? task.setup : null;
+    if (!contexts.has(t)) contexts.set(t, setup === null ? undefined : await setup());
     return contexts.get(t);
   };
 
@@ -84,8 +85,8 @@ export async function runSerial(
       }
       const sentAt = Date.now();
       try {
-        if (task.process !== null) await task.process(block, context);
-        else await runCommandBlock(task.command!, block);
+        if (task.kind === "process") await task.process(block, context);
+        else await runCommandBlock(task.command, block);
         if (scheduler.succeed(t, position)) {
           options.recorder?.succeeded?.(t, position, sentAt, Date.now(), -1, null);
         }

@@ -59,8 +59,8 @@ export interface PipelineModule {
   tasks: readonly TaskDefinition[];
 }
 
-/** A validated task with every default filled in. */
-export interface TaskConfig {
+/** What every validated task has, whatever runs its blocks; every default filled in. */
+interface TaskConfigBase {
   readonly index: number;
   readonly id: string;
   readonly layout: LayoutSpec;
@@ -71,15 +71,28 @@ export interface TaskConfig {
   readonly timeout: number | null;
   readonly requires: Readonly<Record<string, number>>;
   readonly upstream: readonly string[];
-  readonly process: ((block: Block, context: unknown) => unknown) | null;
-  readonly setup: (() => unknown) | null;
-  readonly command: readonly string[] | null;
   readonly check: ((block: Block) => boolean | Promise<boolean>) | null;
   /** A store path, `false` to disable, or null to follow the run's tracking directory. */
   readonly tracking: string | false | null;
   readonly resourceTracking: boolean | null;
   readonly skipMask: SkipMaskSource | null;
 }
+
+/** A task whose blocks run a `process` function in Web Workers. */
+export interface ProcessTaskConfig extends TaskConfigBase {
+  readonly kind: "process";
+  readonly process: (block: Block, context: unknown) => unknown;
+  readonly setup: (() => unknown) | null;
+}
+
+/** A task whose blocks each run a program (argv template, placeholders filled per block). */
+export interface CommandTaskConfig extends TaskConfigBase {
+  readonly kind: "command";
+  readonly command: readonly string[];
+}
+
+/** A validated task; `kind` says what runs its blocks. */
+export type TaskConfig = ProcessTaskConfig | CommandTaskConfig;
 
 export interface PipelineConfig {
   /** Absolute path of the pipeline module (workers import it again). */

@@ -206,31 +206,7 @@ function validateTask(value: unknown, index: number): TaskConfig {
     );
   }
 
-  const processFn = t.func("process", "process(block, context) { ... }") as
-    | ((block: Block, context: unknown) => unknown)
-    | null;
-  const setup = t.func("setup", "setup() { return context; }") as (() => unknown) | null;
-  const command = t.command();
-  if (processFn === null && command === null) {
-    t.failRaw(
-      "process",
-      `needs a "process" function or a "command"; got neither. Add process(block) { ... }, or command: ["program", "{write_offset}", "{write_shape}"].`,
-    );
-  }
-  if (processFn !== null && command !== null) {
-    t.failRaw(
-      "command",
-      `fields "process" and "command" cannot both be given; got both. Keep process to run blocks in Web Workers, or command to run a program per block.`,
-    );
-  }
-  if (setup !== null && processFn === null) {
-    t.fail(
-      "setup",
-      `is only used with "process"; got setup with command. Remove setup, or replace command with a process function.`,
-    );
-  }
-
-  return {
+  const base = {
     index,
     id: rawId,
     layout,
@@ -240,9 +216,6 @@ function validateTask(value: unknown, index: number): TaskConfig {
     timeout: t.timeout(),
     requires: t.requires(),
     upstream: t.upstream(),
-    process: processFn,
-    setup,
-    command,
     check: t.func("check", "check(block) { return alreadyDone(block); }") as
       | ((block: Block) => boolean | Promise<boolean>)
       | null,
@@ -250,6 +223,33 @@ function validateTask(value: unknown, index: number): TaskConfig {
     resourceTracking: t.boolean("resourceTracking", "Omit it to follow --resource-tracking."),
     skipMask: t.skipMask(),
   };
+  const processFn = t.func("process", "process(block, context) { ... }") as
+    | ((block: Block, context: unknown) => unknown)
+    | null;
+  const setup = t.func("setup", "setup() { return context; }") as (() => unknown) | null;
+  const command = t.command();
+  if (command !== null) {
+    if (processFn !== null) {
+      t.failRaw(
+        "command",
+        `fields "process" and "command" cannot both be given; got both. Keep process to run blocks in Web Workers, or command to run a program per block.`,
+      );
+    }
+    if (setup !== null) {
+      t.fail(
+        "setup",
+        `is only used with "process"; got setup with command. Remove setup, or replace command with a process function.`,
+      );
+    }
+    return { ...base, kind: "command", command };
+  }
+  if (processFn === null) {
+    t.failRaw(
+      "process",
+      `needs a "process" function or a "command"; got neither. Add process(block) { ... }, or command: ["program", "{write_offset}", "{write_shape}"].`,
+    );
+  }
+  return { ...base, kind: "process", process: processFn, setup };
 }
 
 /** Rejects the unknown field `key`, naming daisy's equivalent or the closest allowed field. */
