@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PipelineError } from "../lib/errors.ts";
 import { loadPipeline } from "../lib/pipeline/load.ts";
-import { validatePipeline } from "../lib/pipeline/validate.ts";
+import { PipelineProblems, validatePipeline } from "../lib/pipeline/validate.ts";
 
 const PATH = "/pipelines/test.ts";
 
@@ -407,6 +407,71 @@ describe("validatePipeline() pipeline graph", () => {
     rejects(pipeline(task(), volume), [
       'Task "volume": upstream "extract" has 2 axes but "volume" has 3 axes',
     ], { taskId: "volume", field: "upstream" });
+  });
+});
+
+describe("validatePipeline() reports every problem at once", () => {
+  it("lists the problems of every task in one error, keeping the first one's task and field", () => {
+    const e = rejects(
+      pipeline(
+        task({ id: "a", maxWorkers: 0, num_workers: 2 }),
+        task({ id: "b", fit: "shrnk", timeout: -1 }),
+        { id: "c" },
+      ),
+      [
+        `Pipeline "${PATH}" has 8 problems`,
+        'Task "a": unknown field "num_workers"',
+        'Task "a": field "maxWorkers" must be an integer >= 1; got 0',
+        'Task "b": field "fit" must be one of',
+        'Did you mean "shrink"?',
+        'Task "b": field "timeout" must be a positive number of seconds; got -1',
+        'Task "c": field "totalRoi" is missing',
+        'Task "c": field "writeRoi" is missing',
+        'Task "c": needs a "process" function or a "command"',
+      ],
+      { taskId: "a", field: "num_workers" },
+    );
+    assert.ok(e instanceof PipelineProblems);
+    assert.deepEqual(e.problems.map((p) => [p.taskId, p.field]), [
+      ["a", "num_workers"],
+      ["a", "maxWorkers"],
+      ["b", "fit"],
+      ["b", "timeout"],
+      ["c", "totalRoi"],
+      ["c", "readRoi"],
+      ["c", "writeRoi"],
+      ["c", "process"],
+    ]);
+    // One problem per line, each still a complete message.
+    assert.equal(e.message.split("\n").length, 9, e.message);
+  });
+
+  it("skips checks that depend on a field that already failed", () => {
+    const e = rejects(
+      pipeline(task({ readRoi: roi([0, 0], [-1, 80]), command: 7, process: undefined })),
+      ['field "readRoi" must have a positive shape', 'field "command" must be an array'],
+      { taskId: "extract", field: "readRoi" },
+    );
+    assert.ok(e instanceof PipelineProblems);
+    // Not "writeRoi must lie inside readRoi", not "needs a process or a command".
+    assert.equal(e.problems.length, 2, e.message);
+  });
+
+  it("checks upstream ids only when every task is valid on its own", () => {
+    const e = rejects(
+      pipeline(task({ id: "a", maxRetries: -1 }), task({ id: "b", upstream: ["nope"] })),
+      ['field "maxRetries"'],
+    );
+    assert.ok(!e.message.includes("nope"), e.message);
+    rejects(pipeline(task({ id: "a" }), task({ id: "b", upstream: ["nope"] })), [
+      'upstream "nope" is not a task',
+    ]);
+  });
+
+  it("keeps a single problem's message as it is", () => {
+    const e = rejectsField({ maxWorkers: 0 }, "maxWorkers", []);
+    assert.ok(!(e instanceof PipelineProblems));
+    assert.match(e.message, /^Task "extract": field "maxWorkers"/);
   });
 });
 
