@@ -369,6 +369,36 @@ describe("validatePipeline() process, setup, command, check", () => {
   });
 });
 
+describe("validatePipeline() cwd", () => {
+  const command = { process: undefined, command: ["make", "{block_id}"] };
+
+  it("resolves a command task's cwd against the pipeline file's folder", () => {
+    const relative = validatePipeline(pipeline(task({ ...command, cwd: "out/work" })), PATH);
+    const t = relative.tasks[0]!;
+    assert.ok(t.kind === "command");
+    assert.equal(t.cwd, "/pipelines/out/work");
+    const absolute = validatePipeline(pipeline(task({ ...command, cwd: "/scratch" })), PATH);
+    assert.ok(absolute.tasks[0]!.kind === "command");
+    assert.equal(absolute.tasks[0]!.cwd, "/scratch");
+    const none = validatePipeline(pipeline(task(command)), PATH).tasks[0]!;
+    assert.ok(none.kind === "command");
+    assert.equal(none.cwd, null);
+  });
+
+  it("refuses cwd on a process task, saying why", () => {
+    rejectsField({ cwd: "work" }, "cwd", [
+      'is only used with "command"',
+      '"work"',
+      "Web Workers share the folder",
+    ]);
+  });
+
+  it("refuses a cwd that is not a path", () => {
+    rejectsField({ ...command, cwd: "" }, "cwd", ["must be a folder path", 'got ""']);
+    rejectsField({ ...command, cwd: 3 }, "cwd", ["must be a folder path", "got 3"]);
+  });
+});
+
 describe("validatePipeline() pipeline graph", () => {
   it("rejects duplicate ids", () => {
     rejects(pipeline(task(), task()), ['Duplicate task id "extract"'], {

@@ -15,6 +15,8 @@ export interface CommandExecutorOptions {
   readonly taskId: string;
   readonly layout: TaskLayout;
   readonly command: readonly string[];
+  /** The folder the command runs in, or null for the process's. */
+  readonly cwd: string | null;
   /** Seconds per block, or null. */
   readonly timeout: number | null;
   readonly events: ExecutorEvents;
@@ -82,7 +84,7 @@ export class CommandExecutor implements Executor {
   }
 
   private async next(): Promise<void> {
-    const { events, taskId, layout, command, timeout } = this.options;
+    const { events, taskId, layout, command, cwd, timeout } = this.options;
     while (this.queue.length > 0 && this.stateValue !== "dead") {
       const position = this.queue.shift()!;
       const attempt = this.queue.shift()!;
@@ -102,6 +104,7 @@ export class CommandExecutor implements Executor {
           onStdout: (text) => events.output(this, "stdout", text),
           onStderr: (text) => events.output(this, "stderr", text),
           signal: this.abort.signal,
+          cwd,
         });
       } catch (error) {
         failure = timedOut

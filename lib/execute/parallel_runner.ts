@@ -408,6 +408,7 @@ class ParallelRun implements ExecutorEvents {
         taskId: config.id,
         layout: this.graph.layouts[t]!,
         command: config.command,
+        cwd: config.cwd,
         timeout: config.timeout,
         events: this,
       })

@@ -86,7 +86,7 @@ export async function runSerial(
       const sentAt = Date.now();
       try {
         if (task.kind === "process") await task.process(block, context);
-        else await runCommandBlock(task.command, block);
+        else await runCommandBlock(task.command, block, { cwd: task.cwd });
         if (scheduler.succeed(t, position)) {
           options.recorder?.succeeded?.(t, position, sentAt, Date.now(), -1, null);
         }

@@ -273,6 +273,18 @@ export class TaskFields {
     return [...(value as string[])];
   }
 
+  cwd(): string | null {
+    const value = this.#fields["cwd"];
+    if (value === undefined) return null;
+    if (typeof value === "string" && value !== "") return value;
+    this.fail(
+      "cwd",
+      `must be a folder path; got ${
+        describeValue(value)
+      }. Give the folder the command runs in (relative to the pipeline file), or omit it to run in the folder blockwise was started in.`,
+    );
+  }
+
   tracking(): string | false | null {
     const value = this.#fields["tracking"];
     if (value === undefined) return null;

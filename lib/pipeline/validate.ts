@@ -12,6 +12,7 @@
  * The per-field readers are in task_fields.ts, the message helpers in describe_value.ts.
  */
 
+import { dirname, resolve } from "node:path";
 import { closest, describeValue } from "./describe_value.ts";
 import { axes, idProblem, isObject, TaskFields } from "./task_fields.ts";
 import { type LayoutSpec, TaskLayout } from "../blocks/mod.ts";
@@ -67,6 +68,7 @@ const FIELD_SET: Record<keyof TaskDefinition, true> = {
   process: true,
   setup: true,
   command: true,
+  cwd: true,
   check: true,
   tracking: true,
   resourceTracking: true,
@@ -139,7 +141,7 @@ export function validatePipeline(moduleValue: unknown, path: string): PipelineCo
   }
   const configs: TaskConfig[] = [];
   tasks.forEach((task: unknown, index) => {
-    const config = validateTask(task, index, problems);
+    const config = validateTask(task, index, path, problems);
     if (config !== null) configs.push(config);
   });
   throwProblems(path, problems);
@@ -179,7 +181,12 @@ function dagOf(configs: readonly TaskConfig[]): TaskDag {
 }
 
 /** The validated task, or null when it has problems (each one added to `problems`). */
-function validateTask(value: unknown, index: number, problems: PipelineError[]): TaskConfig | null {
+function validateTask(
+  value: unknown,
+  index: number,
+  pipelinePath: string,
+  problems: PipelineError[],
+): TaskConfig | null {
   if (!isObject(value) || Array.isArray(value)) {
     problems.push(
       new PipelineError(
@@ -276,6 +283,7 @@ function validateTask(value: unknown, index: number, problems: PipelineError[]):
     | (() => unknown)
     | null;
   const command = read(() => t.command(), null);
+  const cwd = read(() => t.cwd(), null);
   if (processFn === null && command === null && !problems.slice(before).some(isRunField)) {
     read(() =>
       t.failRaw(
@@ -298,8 +306,21 @@ function validateTask(value: unknown, index: number, problems: PipelineError[]):
       ), null);
   }
 
+  if (cwd !== null && command === null && processFn !== null) {
+    read(() =>
+      t.fail(
+        "cwd",
+        `is only used with "command"; got cwd ${
+          JSON.stringify(cwd)
+        } with process. Web Workers share the folder blockwise runs in: remove cwd and build paths from import.meta.url or absolute paths instead.`,
+      ), null);
+  }
+
   if (problems.length > before || layout === null) return null;
-  if (command !== null) return { ...base, layout, kind: "command", command };
+  if (command !== null) {
+    const folder = cwd === null ? null : resolve(dirname(pipelinePath), cwd);
+    return { ...base, layout, kind: "command", command, cwd: folder };
+  }
   if (processFn === null) return null; // "needs a process or a command" was recorded above
   return { ...base, layout, kind: "process", process: processFn, setup };
 }
