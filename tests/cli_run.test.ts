@@ -225,6 +225,17 @@ describe("blockwise run", () => {
     assert.equal(countLines(dir, "blocks"), 0, "no block ran");
   });
 
+  it("--resources gpu=1 limits gpu only: a task that requires cpu still runs", async () => {
+    const dir = newDir("cli-resources");
+    const file = pipelineFile(dir, [
+      task("a", 2, "requires: { cpu: 1 }, maxWorkers: 2,", ""),
+      task("b", 2, "requires: { cpu: 1, gpu: 1 },", ""),
+    ]);
+    const r = await cli(["run", file, "--no-progress", "--resources", "gpu=1"], dir);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /All 4 blocks completed\./);
+  });
+
   it("warns about a task without blocks, as plan does", async () => {
     const dir = newDir("cli-zero");
     const file = pipelineFile(dir, [
