@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PipelineError } from "../lib/errors.ts";
-import { loadPipeline } from "../lib/pipeline/load.ts";
+import { loadPipeline, missingPackage } from "../lib/pipeline/load.ts";
 import { PipelineProblems, validatePipeline } from "../lib/pipeline/validate.ts";
 
 const PATH = "/pipelines/test.ts";
@@ -686,6 +686,45 @@ describe("loadPipeline()", () => {
       assert.ok(e.message.includes(".ts, .mts, .js, .mjs"), e.message);
       return true;
     });
+  });
+
+  it("names a missing npm package and how to install it next to the pipeline", async () => {
+    const file = write(
+      "needs_package.ts",
+      `import { open } from "blockwise-missing-package-x7/storage";\nexport default { open };\n`,
+    );
+    await assert.rejects(loadPipeline(file), (e: unknown) => {
+      assert.ok(e instanceof PipelineError);
+      assert.ok(
+        e.message.includes('imports the npm package "blockwise-missing-package-x7"'),
+        e.message,
+      );
+      assert.ok(
+        e.message.includes(`cd "${dir}" && npm install blockwise-missing-package-x7.`),
+        e.message,
+      );
+      assert.match(e.message, /compiled blockwise binary/);
+      assert.ok(e.cause instanceof Error);
+      return true;
+    });
+  });
+
+  it("recognises each runtime's message for a package that is not installed", () => {
+    const cases: [string, string | null][] = [
+      ["Cannot find package 'zarrita' imported from /p/pipeline.ts", "zarrita"],
+      ["Cannot find module '@zarrita/storage/fs' from '/p/pipeline.ts'", "@zarrita/storage"],
+      ['Import "numcodecs" not a dependency\n  hint: ...', "numcodecs"],
+      [
+        "Could not find a matching package for 'npm:zarrita@0.7' in the node_modules directory.",
+        "zarrita",
+      ],
+      ["Cannot find module './helper.ts' from '/p/pipeline.ts'", null],
+      ["Cannot find package 'node:fsx' imported from /p/pipeline.ts", null],
+      ["volume.zarr is missing", null],
+    ];
+    for (const [message, name] of cases) {
+      assert.equal(missingPackage(new Error(message)), name, message);
+    }
   });
 
   it("reports a module that throws on import with the original message", async () => {
