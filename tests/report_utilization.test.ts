@@ -167,10 +167,10 @@ describe("formatUtilization", () => {
     const header = text.split("\n").find((l) => l.includes("mean ms ∠ slope"))!;
     assert.match(header, /^ {2}task +attempts {2}workers/);
     assert.ok(!/\bblocks\b/.test(header), header);
-    const legend = text.split("\n").slice(-3).join(" ");
+    const legend = text.split("\n").slice(-3).map((l) => l.trim()).join(" ");
     assert.match(legend, /attempts: blocks run, retries included/);
-    assert.match(legend, /mean ms ∠ slope: mean time of an attempt/);
-    assert.match(legend, /\+ means slowing down/);
+    assert.match(legend, /mean ms ∠ slope: mean time of an attempt and its trend/);
+    assert.match(legend, /in ms per attempt \(\+ means blocks get slower\)/);
     assert.match(legend, /cpu busy: share of the workers' lifetime spent inside blocks/);
   });
 

@@ -16,9 +16,9 @@
  *   ───────  ────────  ───────  ────────  ────────  ───────────────  ────────  ─────  ──────
  *   extract        12        4         4         0  41.67 ∠ +0.0012       62%   1.90    0.80
  *
- *   attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt, and
- *   how much longer each attempt took than the one before (ms; + means slowing down) ·
- *   cpu busy: share of the workers' lifetime spent inside blocks
+ *   attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt and its
+ *   trend in ms per attempt (+ means blocks get slower) · cpu busy: share of the workers'
+ *   lifetime spent inside blocks
  * ```
  *
  * Per task: `attempts` is the number of block durations recorded (every attempt, a retried
@@ -38,9 +38,9 @@ const BYTE_UNITS = ["B", "KB", "MB", "GB", "TB"] as const;
 
 /** What the columns that are not self-explanatory mean, under the table. */
 const LEGEND: readonly string[] = [
-  "  attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt, and",
-  "  how much longer each attempt took than the one before (ms; + means slowing down) ·",
-  "  cpu busy: share of the workers' lifetime spent inside blocks",
+  "  attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt and its",
+  "  trend in ms per attempt (+ means blocks get slower) · cpu busy: share of the workers'",
+  "  lifetime spent inside blocks",
 ];
 
 /**
