@@ -58,6 +58,8 @@ export default {
       maxWorkers: 2,
       // One program per block, no shell involved; the block also arrives in BLOCKWISE_* variables.
       command: ["true", "--offset", "{write_offset}", "--shape", "{write_shape}"],
+      // Commands run here (relative to this file); without cwd, where blockwise was started.
+      cwd: ".",
     },
   ],
 } satisfies Pipeline;

@@ -217,6 +217,77 @@ describe("blockwise run", () => {
     assert.match(bad.stderr, /cpu=lots/);
   });
 
+  it("refuses an --events path it cannot write before running anything (exit 2)", async () => {
+    const dir = newDir("cli-events-bad");
+    const file = pipelineFile(dir, [task("a", 2, "", `log("blocks", block, now());`)]);
+    // A regular file where the events file's folder should be: unwritable even for root.
+    fs.writeFileSync(path.join(dir, "taken"), "");
+    for (const events of [path.join(dir, "taken", "events.jsonl"), dir]) {
+      const r = await cli(["run", file, "--no-progress", "--events", events], dir);
+      assert.equal(r.code, 2, r.stderr);
+      assert.ok(r.stderr.includes(`Cannot write the events file "${events}"`), r.stderr);
+      assert.match(r.stderr, /Pass --events a file path/);
+      assert.doesNotMatch(r.stderr, /internal error|Execution summary/);
+    }
+    assert.equal(countLines(dir, "blocks"), 0, "no block ran");
+  });
+
+  it("--resources gpu=1 limits gpu only: a task that requires cpu still runs", async () => {
+    const dir = newDir("cli-resources");
+    const file = pipelineFile(dir, [
+      task("a", 2, "requires: { cpu: 1 }, maxWorkers: 2,", ""),
+      task("b", 2, "requires: { cpu: 1, gpu: 1 },", ""),
+    ]);
+    const r = await cli(["run", file, "--no-progress", "--resources", "gpu=1"], dir);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /All 4 blocks completed\./);
+  });
+
+  it("warns about a task without blocks, as plan does", async () => {
+    const dir = newDir("cli-zero");
+    const file = pipelineFile(dir, [
+      `{ id: "tiny", totalRoi: { offset: [0], shape: [4] }, readRoi: { offset: [0], shape: [8] },
+        writeRoi: { offset: [0], shape: [8] }, process() {} }`,
+      task("a", 2, "", ""),
+    ]);
+    const r = await cli(["run", file, "--no-progress"], dir);
+    assert.equal(r.code, 0, r.stderr);
+    const warning =
+      'warning: Task "tiny" has no blocks: its total write ROI Roi((0), (4)) is smaller than one write block (8) on axis 0';
+    assert.ok(r.stderr.includes(warning), r.stderr);
+    const plan = await cli(["plan", file], dir);
+    assert.ok(plan.stdout.includes(warning), plan.stdout);
+  });
+
+  it("ends the summary with where the ledger, the events and the worker logs are", async () => {
+    const dir = newDir("cli-where");
+    const file = pipelineFile(dir, [
+      task("a", 2, "", ""),
+      task("b", 2, `upstream: ["a"], tracking: false,`, ""),
+    ]);
+    const r = await cli([
+      "run",
+      file,
+      "--no-progress",
+      "--tracking-dir",
+      "trk",
+      "--events",
+      "ev.jsonl",
+      "--log-dir",
+      "logs",
+    ], dir);
+    assert.equal(r.code, 0, r.stderr);
+    const real = fs.realpathSync(dir);
+    const tail = r.stderr.trimEnd().split("\n").slice(-3).map((l) => l.replace(real, "DIR"));
+    assert.deepEqual(tail, [
+      "tracking     DIR/trk/<task>: a; no store: b",
+      "events       DIR/ev.jsonl",
+      "worker logs  DIR/logs/<task>/worker_<n>.out, .err",
+    ]);
+    const bare = await cli(["run", file, "--no-progress"], dir);
+    assert.match(bare.stderr.trimEnd().split("\n").at(-1)!, /^tracking {2}none: a rerun runs/);
+  });
+
   it("stops on SIGINT: exit 130 within 15 s, summary printed, no block runs afterwards", {
     timeout: 60_000,
   }, async () => {

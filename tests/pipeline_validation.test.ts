@@ -4,8 +4,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PipelineError } from "../lib/errors.ts";
-import { loadPipeline } from "../lib/pipeline/load.ts";
-import { validatePipeline } from "../lib/pipeline/validate.ts";
+import { loadPipeline, missingPackage } from "../lib/pipeline/load.ts";
+import { PipelineProblems, validatePipeline } from "../lib/pipeline/validate.ts";
 
 const PATH = "/pipelines/test.ts";
 
@@ -369,6 +369,36 @@ describe("validatePipeline() process, setup, command, check", () => {
   });
 });
 
+describe("validatePipeline() cwd", () => {
+  const command = { process: undefined, command: ["make", "{block_id}"] };
+
+  it("resolves a command task's cwd against the pipeline file's folder", () => {
+    const relative = validatePipeline(pipeline(task({ ...command, cwd: "out/work" })), PATH);
+    const t = relative.tasks[0]!;
+    assert.ok(t.kind === "command");
+    assert.equal(t.cwd, "/pipelines/out/work");
+    const absolute = validatePipeline(pipeline(task({ ...command, cwd: "/scratch" })), PATH);
+    assert.ok(absolute.tasks[0]!.kind === "command");
+    assert.equal(absolute.tasks[0]!.cwd, "/scratch");
+    const none = validatePipeline(pipeline(task(command)), PATH).tasks[0]!;
+    assert.ok(none.kind === "command");
+    assert.equal(none.cwd, null);
+  });
+
+  it("refuses cwd on a process task, saying why", () => {
+    rejectsField({ cwd: "work" }, "cwd", [
+      'is only used with "command"',
+      '"work"',
+      "Web Workers share the folder",
+    ]);
+  });
+
+  it("refuses a cwd that is not a path", () => {
+    rejectsField({ ...command, cwd: "" }, "cwd", ["must be a folder path", 'got ""']);
+    rejectsField({ ...command, cwd: 3 }, "cwd", ["must be a folder path", "got 3"]);
+  });
+});
+
 describe("validatePipeline() pipeline graph", () => {
   it("rejects duplicate ids", () => {
     rejects(pipeline(task(), task()), ['Duplicate task id "extract"'], {
@@ -407,6 +437,71 @@ describe("validatePipeline() pipeline graph", () => {
     rejects(pipeline(task(), volume), [
       'Task "volume": upstream "extract" has 2 axes but "volume" has 3 axes',
     ], { taskId: "volume", field: "upstream" });
+  });
+});
+
+describe("validatePipeline() reports every problem at once", () => {
+  it("lists the problems of every task in one error, keeping the first one's task and field", () => {
+    const e = rejects(
+      pipeline(
+        task({ id: "a", maxWorkers: 0, num_workers: 2 }),
+        task({ id: "b", fit: "shrnk", timeout: -1 }),
+        { id: "c" },
+      ),
+      [
+        `Pipeline "${PATH}" has 8 problems`,
+        'Task "a": unknown field "num_workers"',
+        'Task "a": field "maxWorkers" must be an integer >= 1; got 0',
+        'Task "b": field "fit" must be one of',
+        'Did you mean "shrink"?',
+        'Task "b": field "timeout" must be a positive number of seconds; got -1',
+        'Task "c": field "totalRoi" is missing',
+        'Task "c": field "writeRoi" is missing',
+        'Task "c": needs a "process" function or a "command"',
+      ],
+      { taskId: "a", field: "num_workers" },
+    );
+    assert.ok(e instanceof PipelineProblems);
+    assert.deepEqual(e.problems.map((p) => [p.taskId, p.field]), [
+      ["a", "num_workers"],
+      ["a", "maxWorkers"],
+      ["b", "fit"],
+      ["b", "timeout"],
+      ["c", "totalRoi"],
+      ["c", "readRoi"],
+      ["c", "writeRoi"],
+      ["c", "process"],
+    ]);
+    // One problem per line, each still a complete message.
+    assert.equal(e.message.split("\n").length, 9, e.message);
+  });
+
+  it("skips checks that depend on a field that already failed", () => {
+    const e = rejects(
+      pipeline(task({ readRoi: roi([0, 0], [-1, 80]), command: 7, process: undefined })),
+      ['field "readRoi" must have a positive shape', 'field "command" must be an array'],
+      { taskId: "extract", field: "readRoi" },
+    );
+    assert.ok(e instanceof PipelineProblems);
+    // Not "writeRoi must lie inside readRoi", not "needs a process or a command".
+    assert.equal(e.problems.length, 2, e.message);
+  });
+
+  it("checks upstream ids only when every task is valid on its own", () => {
+    const e = rejects(
+      pipeline(task({ id: "a", maxRetries: -1 }), task({ id: "b", upstream: ["nope"] })),
+      ['field "maxRetries"'],
+    );
+    assert.ok(!e.message.includes("nope"), e.message);
+    rejects(pipeline(task({ id: "a" }), task({ id: "b", upstream: ["nope"] })), [
+      'upstream "nope" is not a task',
+    ]);
+  });
+
+  it("keeps a single problem's message as it is", () => {
+    const e = rejectsField({ maxWorkers: 0 }, "maxWorkers", []);
+    assert.ok(!(e instanceof PipelineProblems));
+    assert.match(e.message, /^Task "extract": field "maxWorkers"/);
   });
 });
 
@@ -591,6 +686,45 @@ describe("loadPipeline()", () => {
       assert.ok(e.message.includes(".ts, .mts, .js, .mjs"), e.message);
       return true;
     });
+  });
+
+  it("names a missing npm package and how to install it next to the pipeline", async () => {
+    const file = write(
+      "needs_package.ts",
+      `import { open } from "blockwise-missing-package-x7/storage";\nexport default { open };\n`,
+    );
+    await assert.rejects(loadPipeline(file), (e: unknown) => {
+      assert.ok(e instanceof PipelineError);
+      assert.ok(
+        e.message.includes('imports the npm package "blockwise-missing-package-x7"'),
+        e.message,
+      );
+      assert.ok(
+        e.message.includes(`cd "${dir}" && npm install blockwise-missing-package-x7.`),
+        e.message,
+      );
+      assert.match(e.message, /compiled blockwise binary/);
+      assert.ok(e.cause instanceof Error);
+      return true;
+    });
+  });
+
+  it("recognises each runtime's message for a package that is not installed", () => {
+    const cases: [string, string | null][] = [
+      ["Cannot find package 'zarrita' imported from /p/pipeline.ts", "zarrita"],
+      ["Cannot find module '@zarrita/storage/fs' from '/p/pipeline.ts'", "@zarrita/storage"],
+      ['Import "numcodecs" not a dependency\n  hint: ...', "numcodecs"],
+      [
+        "Could not find a matching package for 'npm:zarrita@0.7' in the node_modules directory.",
+        "zarrita",
+      ],
+      ["Cannot find module './helper.ts' from '/p/pipeline.ts'", null],
+      ["Cannot find package 'node:fsx' imported from /p/pipeline.ts", null],
+      ["volume.zarr is missing", null],
+    ];
+    for (const [message, name] of cases) {
+      assert.equal(missingPackage(new Error(message)), name, message);
+    }
   });
 
   it("reports a module that throws on import with the original message", async () => {

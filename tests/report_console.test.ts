@@ -11,12 +11,15 @@ import {
 } from "../lib/execute/run_types.ts";
 import {
   type ConsoleStream,
+  type ConsoleTimers,
   createRunConsole,
+} from "../lib/report/console_output.ts";
+import {
   EtaEstimator,
   formatBarLine,
   formatEta,
   formatFailureLine,
-} from "../lib/report/console_output.ts";
+} from "../lib/report/progress_format.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
 
 class FakeStream implements ConsoleStream {
@@ -72,7 +75,45 @@ const failure: BlockFailure = {
   permanent: true,
 };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** A clock and timers the test moves by hand: `advance(ms)` runs what falls due, in order. */
+class ManualTime implements ConsoleTimers {
+  now = 0;
+  #next = 0;
+  readonly #timers = new Map<number, { at: number; every: number | null; run: () => void }>();
+
+  readonly clock = (): number => this.now;
+
+  every(ms: number, run: () => void): () => void {
+    return this.#add(ms, ms, run);
+  }
+
+  after(ms: number, run: () => void): () => void {
+    return this.#add(ms, null, run);
+  }
+
+  advance(ms: number): void {
+    const end = this.now + ms;
+    for (;;) {
+      let due: [number, { at: number; every: number | null; run: () => void }] | null = null;
+      for (const entry of this.#timers) {
+        if (entry[1].at <= end && (due === null || entry[1].at < due[1].at)) due = entry;
+      }
+      if (due === null) break;
+      const [id, timer] = due;
+      this.now = timer.at;
+      if (timer.every === null) this.#timers.delete(id);
+      else timer.at += timer.every;
+      timer.run();
+    }
+    this.now = end;
+  }
+
+  #add(ms: number, every: number | null, run: () => void): () => void {
+    const id = this.#next++;
+    this.#timers.set(id, { at: this.now + ms, every, run });
+    return () => this.#timers.delete(id);
+  }
+}
 
 let dir = "";
 beforeEach(() => {
@@ -97,9 +138,32 @@ describe("ETA", () => {
     eta.add(0, 0);
     for (let i = 1; i <= 10; i++) eta.add(i * 1000, i);
     assert.equal(eta.seconds(10_000, 90), 90);
-    // Nothing finished for 10 more seconds: the rate halves.
-    assert.equal(eta.seconds(20_000, 90), 180);
+    // Nothing finished for 10 more seconds: 9 blocks since the first one, in 19 s.
+    assert.equal(eta.seconds(20_000, 90), 190);
     assert.equal(eta.seconds(20_000, 0), 0);
+  });
+
+  test("measures from the first finished block: start-up and waiting do not count", () => {
+    // A short run: workers need 2 s to start, then finish 10 blocks per second.
+    const startup = new EtaEstimator(30_000);
+    startup.add(0, 0);
+    for (let i = 1; i <= 10; i++) startup.add(2_000 + 100 * i, i);
+    assert.equal(startup.seconds(3_000, 90), 9);
+    // A downstream task that waited 20 s for its upstream, then ran 4 blocks per second.
+    const downstream = new EtaEstimator(30_000);
+    downstream.add(0, 0);
+    for (let i = 1; i <= 9; i++) downstream.add(20_000 + 250 * i, i);
+    assert.equal(downstream.seconds(22_250, 40), 10);
+  });
+
+  test("a bar's ETA follows the measured rate (injected clock)", () => {
+    const eta = new EtaEstimator();
+    eta.add(0, 0);
+    eta.add(5_000, 8);
+    eta.add(6_000, 16);
+    const view = { id: "extract", counters: counters({ ready: 48, completed: 16 }), eta };
+    const line = formatBarLine(view, { idWidth: 7, digits: 2 }, 120, 6_000, false);
+    assert.ok(line.endsWith("ETA 6s"), line);
   });
 
   test("unknown until a block finishes; old samples leave the window", () => {
@@ -156,21 +220,25 @@ describe("formatting", () => {
 });
 
 describe("createRunConsole", () => {
-  test("lines mode: one line per changed task every interval", async () => {
+  test("lines mode: one line per changed task every interval", () => {
     const stderr = new FakeStream(false);
+    const time = new ManualTime();
     const run = createRunConsole({
       stderr,
       mode: "auto",
       intervalSeconds: 0.03,
       logDir: null,
       color: false,
+      now: time.clock,
+      timers: time,
     });
     run.observer.runStarted?.([task("extract"), task("label", { ready: 0, pending: 64 })]);
+    time.advance(150);
     run.observer.progress?.([
       task("extract", { ready: 56, processing: 4, completed: 4, started: true }),
       task("label", { ready: 0, pending: 64 }),
     ]);
-    await sleep(200);
+    time.advance(200);
     run.observer.notice?.("worker 2 restarted");
     run.observer.blockFailed?.(failure);
     run.close();
@@ -178,46 +246,91 @@ describe("createRunConsole", () => {
     const progressLines = lines.filter((l) => l.startsWith("["));
     // Printed once: later ticks see no change; the unchanged task never prints.
     assert.equal(progressLines.length, 1, stderr.text);
-    assert.match(
+    assert.equal(
       progressLines[0]!,
-      /^\[\d+\.\ds\] extract: 4\/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, ETA \S+/,
+      "[0.2s] extract: 4/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, ETA unknown",
     );
     assert.ok(lines.includes("worker 2 restarted"));
     assert.ok(
       lines.includes("✗ extract/12 (0, 1, 2) failed after 3 attempts: RangeError: no signal here"),
     );
-    // The first permanent failure of a task shows its stack, without repeating the message.
+    // The first permanent failure of a task shows the rest of its message and its stack,
+    // without repeating the message.
+    assert.ok(lines.includes("    second line of the message"), stderr.text);
     assert.ok(lines.includes("    at process (pipeline.ts:10:5)"), stderr.text);
+    assert.equal(lines.filter((l) => l.includes("no signal here")).length, 1, stderr.text);
     assert.ok(!stderr.text.includes("\x1b"));
   });
 
-  test("off mode: no progress, failures and notices still print", async () => {
+  test("off mode: no progress, failures (without stacks) and notices still print", () => {
     const stderr = new FakeStream(true);
+    const time = new ManualTime();
     const run = createRunConsole({
       stderr,
       mode: "off",
       intervalSeconds: 0.01,
       logDir: null,
       color: false,
+      now: time.clock,
+      timers: time,
     });
     run.observer.runStarted?.([task("extract")]);
     run.observer.progress?.([task("extract", { ready: 60, processing: 4 })]);
     run.observer.blockFailed?.(failure);
+    run.observer.blockFailed?.({ ...failure, blockId: 13 });
     run.observer.notice?.("a notice");
-    await sleep(50);
+    time.advance(50);
     run.observer.runFinished?.(result([task("extract")]));
     run.close();
     assert.equal(
       stderr.text,
-      "✗ extract/12 (0, 1, 2) failed after 3 attempts: RangeError: no signal here\na notice\n",
+      "✗ extract/12 (0, 1, 2) failed after 3 attempts: RangeError: no signal here\n" +
+        "    second line of the message\n" +
+        "✗ extract/13 (0, 1, 2) failed after 3 attempts: RangeError: no signal here\n" +
+        "a notice\n",
     );
   });
 
-  test("bars mode: draws bars and prints failures and notices above them", async () => {
+  test("a failed command block shows the last lines of its stderr under the failure", () => {
+    const stderr = new FakeStream(false);
+    const run = createRunConsole({ stderr, mode: "off", logDir: null, color: false });
+    const command: BlockFailure = {
+      taskId: "export",
+      blockId: 3,
+      index: [3],
+      attempt: 1,
+      message:
+        'Command ["sh","-c","convert"] exited with status 2\nlast lines of its stderr:\nconvert: no such file\nhint: check the input',
+      permanent: true,
+    };
+    run.observer.blockFailed?.({ ...command, permanent: false });
+    run.observer.blockFailed?.(command);
+    run.close();
+    assert.equal(
+      stderr.text,
+      '↻ export/3 (3) attempt 1 failed, retrying: Command ["sh","-c","convert"] exited with status 2\n' +
+        '✗ export/3 (3) failed after 1 attempt: Command ["sh","-c","convert"] exited with status 2\n' +
+        "    last lines of its stderr:\n" +
+        "    convert: no such file\n" +
+        "    hint: check the input\n",
+    );
+  });
+
+  test("bars mode: draws bars and prints failures and notices above them", () => {
     const stderr = new FakeStream(true, 120);
     const stdout = new FakeStream(false);
-    const run = createRunConsole({ stderr, stdout, mode: "bars", logDir: null, color: true });
+    const time = new ManualTime();
+    const run = createRunConsole({
+      stderr,
+      stdout,
+      mode: "bars",
+      logDir: null,
+      color: true,
+      now: time.clock,
+      timers: time,
+    });
     run.observer.runStarted?.([task("extract"), task("label", { ready: 0, pending: 64 })]);
+    time.advance(150);
     run.observer.progress?.([
       task("extract", { ready: 40, processing: 4, completed: 20 }),
       task("label", { ready: 0, pending: 64 }),
@@ -226,7 +339,7 @@ describe("createRunConsole", () => {
     run.observer.notice?.("task label abandoned");
     run.output("extract", 3, "stderr", "warn: low contrast\n");
     run.output("extract", 3, "stdout", "hello\n");
-    await sleep(250);
+    time.advance(150);
     const final = [
       task("extract", { phase: "done", ready: 0, completed: 63, failed: 1 }),
       task("label", { phase: "abandoned", ready: 0, orphaned: 64 }),

@@ -11,6 +11,7 @@ import {
 } from "../lib/execute/run_types.ts";
 import { blockIdJson, createEventLog, type EventLogOptions } from "../lib/report/events.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
+import { InputError } from "../lib/errors.ts";
 
 type Line = Record<string, unknown>;
 
@@ -293,13 +294,13 @@ describe("createEventLog", () => {
     fs.writeFileSync(file, "");
     const underFile = join(file, "events.jsonl");
     assert.throws(() => createEventLog(underFile, "p.ts"), (error: unknown) => {
-      assert.ok(error instanceof Error);
+      assert.ok(error instanceof InputError, String(error));
       assert.ok(error.message.includes(underFile), error.message);
       assert.match(error.message, /--events/);
       return true;
     });
     assert.throws(() => createEventLog(dir, "p.ts"), (error: unknown) => {
-      assert.ok(error instanceof Error);
+      assert.ok(error instanceof InputError, String(error));
       assert.ok(error.message.includes(`"${dir}"`), error.message);
       assert.match(error.message, /directory/);
       return true;

@@ -125,7 +125,7 @@ describe("formatUtilization", () => {
     const header = lines.find((l) => l.includes("mean ms ∠ slope"));
     assert.ok(header !== undefined, text);
     for (
-      const title of ["task", "blocks", "workers", "max conc", "restarts", "cpu busy", "wall s"]
+      const title of ["task", "attempts", "workers", "max conc", "restarts", "cpu busy", "wall s"]
     ) {
       assert.ok(header.includes(title), `${title} in ${header}`);
     }
@@ -160,6 +160,18 @@ describe("formatUtilization", () => {
     const end = header.length;
     assert.equal(extract.length, end);
     assert.equal(predict.length, end);
+  });
+
+  test("labels the attempts column and explains the columns under the table", () => {
+    const text = formatUtilization(report());
+    const header = text.split("\n").find((l) => l.includes("mean ms ∠ slope"))!;
+    assert.match(header, /^ {2}task +attempts {2}workers/);
+    assert.ok(!/\bblocks\b/.test(header), header);
+    const legend = text.split("\n").slice(-3).map((l) => l.trim()).join(" ");
+    assert.match(legend, /attempts: blocks run, retries included/);
+    assert.match(legend, /mean ms ∠ slope: mean time of an attempt and its trend/);
+    assert.match(legend, /in ms per attempt \(\+ means blocks get slower\)/);
+    assert.match(legend, /cpu busy: share of the workers' lifetime spent inside blocks/);
   });
 
   test("no task ran a worker", () => {

@@ -4,6 +4,7 @@ import {
   type FailedBlockReport,
   formatCountersLine,
   formatExecutionSummary,
+  formatLocations,
   statusSymbol,
   summaryExitCode,
   type TaskSummaryRow,
@@ -236,6 +237,41 @@ describe("formatExecutionSummary", () => {
     // Without the escapes the text is the plain summary: colour never shifts the columns.
     // deno-lint-ignore no-control-regex
     assert.equal(coloured.replace(/\x1b\[\d+m/g, ""), plain);
+  });
+});
+
+describe("where the run left its files", () => {
+  test("the summary ends with the tracking stores, events file and worker logs", () => {
+    const text = formatExecutionSummary([ROWS[3]!], [], {
+      color: false,
+      locations: {
+        stores: [
+          { task: "extract", path: "/data/trk/extract" },
+          { task: "label", path: "/data/trk/label" },
+          { task: "mask", path: "/elsewhere/mask-store" },
+          { task: "export", path: null },
+        ],
+        events: "/data/run/events.jsonl",
+        logDir: "/data/logs",
+      },
+    });
+    assert.deepEqual(text.split("\n").slice(-5), [
+      "All 4 blocks completed.",
+      "",
+      "tracking     /data/trk/<task>: extract, label; mask at /elsewhere/mask-store; no store: export",
+      "events       /data/run/events.jsonl",
+      "worker logs  /data/logs/<task>/worker_<n>.out, .err",
+    ]);
+  });
+
+  test("a run without any store says that a rerun starts over", () => {
+    assert.deepEqual(
+      formatLocations({ stores: [{ task: "a", path: null }], events: null, logDir: null }),
+      [
+        "",
+        "tracking  none: a rerun runs every block again (--tracking-dir DIR keeps a ledger to resume from)",
+      ],
+    );
   });
 });
 

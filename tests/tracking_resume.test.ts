@@ -68,7 +68,8 @@ function expectInterrupted(r: CliResult): void {
     r.code === 130 || (r.code === null && r.signal === "SIGINT"),
     `expected exit 130: ${describeRun(r)}`,
   );
-  assert.match(r.stderr, /: exit 130\n*$/);
+  // The verdict, then where the ledger is (the summary's last lines).
+  assert.match(r.stderr, /: exit 130\n\ntracking {2}.+\n*$/);
 }
 
 /** Cells (tracking grid) of the logged blocks of `taskId`, sorted and deduplicated. */

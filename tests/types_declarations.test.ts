@@ -62,6 +62,7 @@ export default {
       id: "export",
       upstream: ["relabel"],${ROIS}
       command: ["python3", "export.py", "--offset", "{write_offset}", "--shape", "{write_shape}"],
+      cwd: "exports",
       tracking: false,
       resourceTracking: true,
       skipMask: new Uint8Array(9),
@@ -194,6 +195,7 @@ describe("PIPELINE_DECLARATIONS", () => {
     assert.deepEqual(relabel!.upstream, ["extract"]);
     assert.ok(exporter?.kind === "command");
     assert.equal(exporter.command[0], "python3");
+    assert.equal(exporter.cwd, join(dir, "exports"));
     assert.equal(exporter!.tracking, false);
   });
 });

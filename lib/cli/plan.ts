@@ -54,7 +54,8 @@ export function taskPlan(
   };
 }
 
-function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
+/** Why a task has no blocks, for `plan` and `run` (empty when it has some). */
+export function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
   if (layout.blockCount > 0) return [];
   const w = layout.writeRoi.shape;
   const t = layout.totalWriteRoi.shape;

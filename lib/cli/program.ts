@@ -54,7 +54,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .option("--serial", "run every block in the main thread, one at a time (for debugging)")
     .option(
       "--resources <list>",
-      "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires)",
+      "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires); a resource it does not name is not limited",
       parseResourcesOption,
     )
     .option("--events <file>", "append one JSON object per line for every state change")

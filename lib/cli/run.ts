@@ -12,7 +12,7 @@ import type { PipelineConfig } from "../pipeline/spec.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole } from "../report/console_output.ts";
 import { createEventLog } from "../report/events.ts";
-import { formatExecutionSummary } from "../report/summary.ts";
+import { formatExecutionSummary, type RunLocations } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
 import { ResourceBudget, type Resources } from "../schedule/mod.ts";
 import { exitCodeForOutcome } from "./exit_codes.ts";
@@ -21,6 +21,8 @@ import type { MmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import type { SkipReason } from "../schedule/mod.ts";
 import { installStopSwitch } from "./signals.ts";
+import { layoutWarnings } from "./plan.ts";
+import { resolve } from "node:path";
 
 export interface RunCommandOptions {
   readonly serial?: boolean;
@@ -60,6 +62,7 @@ export async function runPipeline(
     parseSkipMaskFlags(options.skipMask ?? []),
   );
   const color = process.stderr.isTTY === true && process.env.NO_COLOR === undefined;
+  // Refuses (exit 2) an events path that cannot be written, before any store is touched.
   const events = options.events === undefined
     ? null
     : createEventLog(options.events, pipeline.path);
@@ -73,6 +76,11 @@ export async function runPipeline(
     color,
   });
   const observer = combineObservers(console.observer, events);
+  pipeline.tasks.forEach((task, t) => {
+    for (const warning of layoutWarnings(task, graph.layouts[t]!)) {
+      observer.notice?.(`warning: ${warning}`);
+    }
+  });
   let tracking: TrackingSession;
   try {
     tracking = await TrackingSession.open(pipeline, graph.layouts, {
@@ -154,12 +162,25 @@ export async function runPipeline(
   if (utilization !== undefined && utilization.tasks.some((t) => t.workersSpawned > 0)) {
     text += "\n" + formatUtilization(utilization) + "\n";
   }
-  text += "\n" + summaryText(result, color, code) + "\n";
+  const locations: RunLocations = {
+    stores: pipeline.tasks.map((task, t) => ({
+      task: task.id,
+      path: tracking.store(t)?.path ?? null,
+    })),
+    events: options.events === undefined ? null : resolve(options.events),
+    logDir: options.logDir === undefined ? null : resolve(options.logDir),
+  };
+  text += "\n" + summaryText(result, color, code, locations) + "\n";
   process.stderr.write(text);
   return code;
 }
 
-export function summaryText(result: RunResult, color: boolean, exitCode: number): string {
+export function summaryText(
+  result: RunResult,
+  color: boolean,
+  exitCode: number,
+  locations?: RunLocations,
+): string {
   return formatExecutionSummary(
     result.tasks.map((t) => ({ id: t.id, counters: t.counters })),
     result.failures.map((f) => ({
@@ -170,7 +191,7 @@ export function summaryText(result: RunResult, color: boolean, exitCode: number)
       message: f.message,
       ...(f.stack === undefined ? {} : { stack: f.stack }),
     })),
-    { color, exitCode },
+    { color, exitCode, ...(locations === undefined ? {} : { locations }) },
   );
 }
 

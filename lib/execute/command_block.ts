@@ -4,8 +4,10 @@
  * involved unless the template itself starts one (e.g. `["sh", "-c", "..."]`).
  */
 
-import { spawn } from "node:child_process";
+import { statSync } from "node:fs";
+import process from "node:process";
 import type { Block } from "../pipeline/spec.ts";
+import { findProgram, killCommandGroup, spawnCommandGroup } from "../runtime/command_group.ts";
 import { PLACEHOLDER_PATTERN, placeholderList } from "../pipeline/command_template.ts";
 
 const STDERR_TAIL_LINES = 20;
@@ -69,13 +71,47 @@ export class CommandFailure extends Error {
 }
 
 export interface CommandOptions {
-  /** Where the command's stdout goes; stderr is also kept for the error message. */
-  readonly onStdout?: (chunk: string) => void;
-  readonly onStderr?: (chunk: string) => void;
+  /**
+   * Where the command's output goes, in whole lines (a last line without a newline gets one
+   * when the command ends). Default: this process's stdout and stderr. stderr is also kept for
+   * the error message.
+   */
+  readonly onStdout?: (lines: string) => void;
+  readonly onStderr?: (lines: string) => void;
+  /** Aborting it kills the command's whole process group. */
   readonly signal?: AbortSignal;
+  /** The folder the command runs in; absent or null for the process's. */
+  readonly cwd?: string | null;
 }
 
-/** Run one block's command; resolves on exit status 0, rejects with `CommandFailure` otherwise. */
+/**
+ * Splits a stream's text into whole lines: output of concurrent commands is interleaved line
+ * by line, never inside a line.
+ */
+export class LineBuffer {
+  #partial = "";
+
+  /** The complete lines in `chunk` (with what was held back before), each ending in "\n". */
+  push(chunk: string): string {
+    const text = this.#partial + chunk;
+    const end = text.lastIndexOf("\n") + 1;
+    this.#partial = text.slice(end);
+    return text.slice(0, end);
+  }
+
+  /** What is held back, as a line of its own, or "" when nothing is. */
+  end(): string {
+    const rest = this.#partial;
+    this.#partial = "";
+    return rest === "" ? "" : `${rest}\n`;
+  }
+}
+
+/**
+ * Run one block's command in a process group of its own that dies with blockwise
+ * (lib/runtime/command_group.ts); resolves on exit status 0, rejects with `CommandFailure`
+ * otherwise. Aborting `options.signal` kills the group, grandchildren included.
+ */
 export function runCommandBlock(
   template: readonly string[],
   block: Block,
@@ -83,34 +119,69 @@ export function runCommandBlock(
 ): Promise<void> {
   const argv = expandCommand(template, block);
   const [file, ...args] = argv;
+  const cwd = options.cwd ?? null;
+  const env = { ...process.env, ...commandEnvironment(block) };
+  const onStdout = options.onStdout ?? ((lines: string) => process.stdout.write(lines));
+  const onStderr = options.onStderr ?? ((lines: string) => process.stderr.write(lines));
   return new Promise((resolve, reject) => {
-    let stderr = "";
-    const child = spawn(file!, args, {
-      env: { ...process.env, ...commandEnvironment(block) },
-      stdio: ["ignore", "pipe", "pipe"],
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
-    });
-    child.stdout.setEncoding("utf8");
-    child.stderr.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => options.onStdout?.(chunk));
-    child.stderr.on("data", (chunk: string) => {
-      stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES);
-      options.onStderr?.(chunk);
-    });
-    child.on("error", (error: NodeJS.ErrnoException) => {
-      const hint = error.code === "ENOENT"
-        ? `; check that "${file}" is installed and on PATH, or give its absolute path`
-        : "";
+    const notStarted = (reason: string): void => {
       reject(
         new CommandFailure(
-          `Command ${JSON.stringify(argv)} could not be started: ${error.message}${hint}`,
+          `Command ${JSON.stringify(argv)} could not be started: ${reason}`,
           null,
           null,
           "",
         ),
       );
+    };
+    if (cwd !== null && !isDirectory(cwd)) {
+      notStarted(
+        `its folder "${cwd}" (the task's cwd) does not exist; create it or fix the task's cwd`,
+      );
+      return;
+    }
+    if (findProgram(file!, env.PATH, cwd ?? process.cwd()) === null) {
+      notStarted(
+        `"${file}" was not found or is not executable; check that "${file}" is installed and on PATH, or give its absolute path`,
+      );
+      return;
+    }
+    if (options.signal?.aborted === true) {
+      notStarted("it was stopped before it started");
+      return;
+    }
+    const child = spawnCommandGroup([file!, ...args], { env, cwd });
+    const stdout = new LineBuffer();
+    const stderrLines = new LineBuffer();
+    let stderr = "";
+    const kill = (): void => killCommandGroup(child.pid, "SIGKILL");
+    options.signal?.addEventListener("abort", kill, { once: true });
+    child.stdout.setEncoding("utf8");
+    child.stderr.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      const lines = stdout.push(chunk);
+      if (lines !== "") onStdout(lines);
     });
+    child.stderr.on("data", (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES);
+      const lines = stderrLines.push(chunk);
+      if (lines !== "") onStderr(lines);
+    });
+    // The pipe is the watchdog's lifeline: never written, closed by the exit of this process.
+    child.stdin.on("error", () => {});
+    child.on("error", (error: NodeJS.ErrnoException) => {
+      options.signal?.removeEventListener("abort", kill);
+      notStarted(error.message);
+    });
+    // Whatever the command left behind in its group goes with it, so the pipes close.
+    child.on("exit", kill);
     child.on("close", (code, signal) => {
+      options.signal?.removeEventListener("abort", kill);
+      child.stdin.destroy();
+      const restOut = stdout.end();
+      if (restOut !== "") onStdout(restOut);
+      const restErr = stderrLines.end();
+      if (restErr !== "") onStderr(restErr);
       if (code === 0) {
         resolve();
         return;
@@ -120,7 +191,7 @@ export function runCommandBlock(
       reject(
         new CommandFailure(
           `Command ${JSON.stringify(argv)} ${status}${
-            tail ? `; last lines of stderr:\n${tail}` : ""
+            tail === "" ? "" : `\nlast lines of its stderr:\n${tail}`
           }`,
           code,
           signal,
@@ -129,4 +200,12 @@ export function runCommandBlock(
       );
     });
   });
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }

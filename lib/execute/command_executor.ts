@@ -26,6 +26,7 @@ export class CommandExecutor implements Executor {
   #state: ExecutorState = "starting";
   readonly #spec: ExecutorSpec;
   readonly #command: readonly string[];
+  readonly #cwd: string | null;
   /** Blocks sent and not started: (position, attempt) pairs from `#queueHead`. */
   #queue: number[] = [];
   #queueHead = 0;
@@ -38,6 +39,7 @@ export class CommandExecutor implements Executor {
   constructor(spec: ExecutorSpec, config: CommandTaskConfig) {
     this.#spec = spec;
     this.#command = config.command;
+    this.#cwd = config.cwd;
     this.id = spec.id;
     this.task = spec.task;
     queueMicrotask(() => {
@@ -127,6 +129,7 @@ export class CommandExecutor implements Executor {
           onStdout: (text) => events.output(this, "stdout", text),
           onStderr: (text) => events.output(this, "stderr", text),
           signal: this.#abort.signal,
+          cwd: this.#cwd,
         });
       } catch (error) {
         failure = this.#timedOut

@@ -128,7 +128,7 @@ export async function runSerial(
       let failure: { message: string; stack?: string } | null = null;
       try {
         if (task.kind === "process") await task.process(block, context);
-        else await runCommandBlock(task.command, block);
+        else await runCommandBlock(task.command, block, { cwd: task.cwd });
       } catch (error) {
         failure = errorParts(error);
       }

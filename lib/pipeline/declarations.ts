@@ -139,6 +139,12 @@ export interface Task<Context = unknown> {
    */
   command?: readonly string[];
   /**
+   * The folder a command runs in (command tasks only); relative paths resolve against the
+   * pipeline file's folder, like tracking. Default: the folder blockwise was started in.
+   * Process tasks cannot have one: Web Workers share the blockwise process's folder.
+   */
+  cwd?: string;
+  /**
    * Runs in the scheduler before a block is handed out (after the done marker and the skip
    * mask); returning true marks the block done without running it.
    */

@@ -4,7 +4,7 @@
  */
 
 import { stat } from "node:fs/promises";
-import { extname, resolve } from "node:path";
+import { dirname, extname, resolve } from "node:path";
 import process from "node:process";
 import { pathToFileURL } from "node:url";
 import { PipelineError } from "../errors.ts";
@@ -61,10 +61,16 @@ export async function loadPipeline(
   try {
     module = await import(pathToFileURL(path).href);
   } catch (error) {
+    const missing = missingPackage(error);
     const failure = new PipelineError(
-      `${where}: importing it threw ${
-        errorText(error)
-      }. Fix the module so that it imports cleanly.`,
+      missing === null
+        ? `${where}: importing it threw ${
+          errorText(error)
+        }. Fix the module so that it imports cleanly.`
+        : `${where}: it imports the npm package "${missing}", which is not installed where the pipeline can find it. ` +
+          `Install it next to the pipeline: cd "${
+            dirname(path)
+          }" && npm install ${missing}. Packages are looked up in node_modules in the pipeline's folder or a folder above it, under Bun, Deno and the compiled blockwise binary alike.`,
     );
     failure.cause = error;
     throw failure;
@@ -80,6 +86,30 @@ export async function loadPipeline(
     );
   }
   return validatePipeline(value, path);
+}
+
+/**
+ * The npm package an import failed to find, from the runtime's message (Bun and Node: "Cannot
+ * find package 'x'", Deno: 'Import "x" not a dependency' or "Could not find a matching package
+ * for 'npm:x'"), or null for any other failure. A deep import names its package.
+ */
+export function missingPackage(error: unknown): string | null {
+  const message = error instanceof Error ? error.message : String(error);
+  const patterns = [
+    /Cannot find package '([^']+)'/,
+    /Cannot find module '([^']+)'/,
+    /Import "([^"]+)" not a dependency/,
+    /Could not find a matching package for 'npm:([^']+)'/,
+  ];
+  for (const pattern of patterns) {
+    const specifier = pattern.exec(message)?.[1];
+    if (specifier === undefined || /^(\.|\/|[a-z][a-z0-9+.-]*:)/i.test(specifier)) continue;
+    const parts = specifier.split("/");
+    const name = specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!;
+    // npm:name@version in Deno's message: keep the name.
+    return name.replace(/(?<=.)@.*$/, "");
+  }
+  return null;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -49,6 +49,7 @@ export interface TaskDefinition {
   process?: (block: Block, context: unknown) => unknown;
   setup?: () => unknown;
   command?: readonly string[];
+  cwd?: string;
   check?: (block: Block) => boolean | Promise<boolean>;
   tracking?: string | false;
   resourceTracking?: boolean;
@@ -89,6 +90,11 @@ export interface ProcessTaskConfig extends TaskConfigBase {
 export interface CommandTaskConfig extends TaskConfigBase {
   readonly kind: "command";
   readonly command: readonly string[];
+  /**
+   * Absolute folder the command runs in (`cwd` resolved against the pipeline file's folder),
+   * or null for the folder blockwise was started in.
+   */
+  readonly cwd: string | null;
 }
 
 /** A validated task; `kind` says what runs its blocks. */

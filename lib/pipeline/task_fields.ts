@@ -28,16 +28,23 @@ export function idProblem(id: string): string | null {
   return null;
 }
 
-/** Reads one task's fields; `undefined` counts as absent. Every `fail*` throws. */
+/**
+ * Reads one task's fields; `undefined` counts as absent. Every `fail*` throws the PipelineError
+ * of that one field; validate.ts records it and reads the next field.
+ */
 export class TaskFields {
-  constructor(
-    private readonly fields: Fields,
-    private readonly label: string,
-    private readonly id: string | null,
-  ) {}
+  readonly #fields: Fields;
+  readonly #label: string;
+  readonly #id: string | null;
+
+  constructor(fields: Fields, label: string, id: string | null) {
+    this.#fields = fields;
+    this.#label = label;
+    this.#id = id;
+  }
 
   failRaw(field: string, message: string): never {
-    throw new PipelineError(`${this.label}: ${message}`, this.id, field);
+    throw new PipelineError(`${this.#label}: ${message}`, this.#id, field);
   }
 
   fail(field: string, message: string): never {
@@ -45,7 +52,7 @@ export class TaskFields {
   }
 
   roi(field: "totalRoi" | "readRoi" | "writeRoi"): Roi {
-    const value = this.fields[field];
+    const value = this.#fields[field];
     if (value === undefined) {
       this.fail(
         field,
@@ -70,8 +77,8 @@ export class TaskFields {
         this.fail(field, `must have exactly the keys "offset" and "shape"; got "${key}". ${hint}`);
       }
     }
-    const offset = this.integers(field, "offset", value["offset"]);
-    const shape = this.integers(field, "shape", value["shape"]);
+    const offset = this.#integers(field, "offset", value["offset"]);
+    const shape = this.#integers(field, "shape", value["shape"]);
     if (offset.length !== shape.length) {
       this.fail(
         field,
@@ -98,7 +105,7 @@ export class TaskFields {
     return roi;
   }
 
-  private integers(field: string, key: "offset" | "shape", value: unknown): number[] {
+  #integers(field: string, key: "offset" | "shape", value: unknown): number[] {
     if (value === undefined) {
       this.fail(field, `is missing "${key}"; write e.g. ${field}: ${ROI_EXAMPLE}.`);
     }
@@ -114,7 +121,7 @@ export class TaskFields {
   }
 
   fit(): Fit {
-    const value = this.fields["fit"];
+    const value = this.#fields["fit"];
     if (value === undefined) return "valid";
     if (typeof value === "string" && (FITS as readonly string[]).includes(value)) {
       return value as Fit;
@@ -129,7 +136,7 @@ export class TaskFields {
   }
 
   boolean(field: string, omit: string): boolean | null {
-    const value = this.fields[field];
+    const value = this.#fields[field];
     if (value === undefined) return null;
     if (typeof value !== "boolean") {
       this.fail(field, `must be true or false; got ${describeValue(value)}. ${omit}`);
@@ -138,7 +145,7 @@ export class TaskFields {
   }
 
   integer(field: string, min: number, fallback: number, purpose: string): number {
-    const value = this.fields[field];
+    const value = this.#fields[field];
     if (value === undefined) return fallback;
     if (!Number.isSafeInteger(value) || (value as number) < min) {
       this.fail(
@@ -152,7 +159,7 @@ export class TaskFields {
   }
 
   timeout(): number | null {
-    const value = this.fields["timeout"];
+    const value = this.#fields["timeout"];
     if (value === undefined) return null;
     if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
       this.fail(
@@ -166,7 +173,7 @@ export class TaskFields {
   }
 
   requires(): Readonly<Record<string, number>> {
-    const value = this.fields["requires"];
+    const value = this.#fields["requires"];
     if (value === undefined) return {};
     const example = "e.g. requires: { cpu: 1, gpu: 1 }";
     if (!isObject(value) || Array.isArray(value)) {
@@ -191,7 +198,7 @@ export class TaskFields {
   }
 
   upstream(): readonly string[] {
-    const value = this.fields["upstream"];
+    const value = this.#fields["upstream"];
     if (value === undefined) return [];
     if (!Array.isArray(value)) {
       this.fail(
@@ -214,7 +221,7 @@ export class TaskFields {
   }
 
   func(field: string, example: string): unknown {
-    const value = this.fields[field];
+    const value = this.#fields[field];
     if (value === undefined) return null;
     if (typeof value !== "function") {
       this.fail(field, `must be a function; got ${describeValue(value)}. Write e.g. ${example}.`);
@@ -223,7 +230,7 @@ export class TaskFields {
   }
 
   command(): readonly string[] | null {
-    const value = this.fields["command"];
+    const value = this.#fields["command"];
     if (value === undefined) return null;
     if (!Array.isArray(value)) {
       this.fail(
@@ -266,8 +273,20 @@ export class TaskFields {
     return [...(value as string[])];
   }
 
+  cwd(): string | null {
+    const value = this.#fields["cwd"];
+    if (value === undefined) return null;
+    if (typeof value === "string" && value !== "") return value;
+    this.fail(
+      "cwd",
+      `must be a folder path; got ${
+        describeValue(value)
+      }. Give the folder the command runs in (relative to the pipeline file), or omit it to run in the folder blockwise was started in.`,
+    );
+  }
+
   tracking(): string | false | null {
-    const value = this.fields["tracking"];
+    const value = this.#fields["tracking"];
     if (value === undefined) return null;
     if (value === false || (typeof value === "string" && value !== "")) return value;
     this.fail(
@@ -279,7 +298,7 @@ export class TaskFields {
   }
 
   skipMask(): SkipMaskSource | null {
-    const value = this.fields["skipMask"];
+    const value = this.#fields["skipMask"];
     if (value === undefined) return null;
     const fix =
       `Give a mask file path, an array of numbers (one per block, nonzero skips), or { data, shape }.`;

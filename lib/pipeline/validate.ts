@@ -3,16 +3,52 @@
  * task is checked and its default filled in, the task DAG is built and each task's tiling is
  * constructed once, so nothing runs before the whole pipeline is known to be well-formed.
  * Messages name the task and the field, quote the value at fault and say how to fix it.
+ *
+ * Every problem of every task is collected and reported at once (one `PipelineProblems` error
+ * listing them all), so a user fixes a pipeline in one round instead of one error per run. A
+ * check that depends on a field that already failed (e.g. "writeRoi inside readRoi" after a
+ * broken readRoi) is skipped, so each listed problem is a real one. The DAG (duplicate ids,
+ * unknown upstream ids, cycles) is checked once every task is well-formed on its own.
  * The per-field readers are in task_fields.ts, the message helpers in describe_value.ts.
  */
 
+import { dirname, resolve } from "node:path";
 import { closest, describeValue } from "./describe_value.ts";
 import { axes, idProblem, isObject, TaskFields } from "./task_fields.ts";
-import { TaskLayout } from "../blocks/mod.ts";
+import { type LayoutSpec, TaskLayout } from "../blocks/mod.ts";
 import { containsRoi, roiToString } from "../geometry/mod.ts";
 import { buildDag, DagError, type TaskDag } from "../graph/pipeline_dag.ts";
 import { PipelineError } from "../errors.ts";
 import type { Block, PipelineConfig, TaskConfig, TaskDefinition } from "./spec.ts";
+
+/**
+ * A pipeline with several problems: `message` lists them all, `problems` holds each one, and
+ * `taskId`/`field` are the first problem's.
+ */
+export class PipelineProblems extends PipelineError {
+  readonly problems: readonly PipelineError[];
+
+  constructor(path: string, problems: readonly PipelineError[]) {
+    const first = problems[0]!;
+    super(
+      `Pipeline "${path}" has ${problems.length} problems; fix them all, then run again:\n${
+        problems.map((p) => `  - ${p.message}`).join("\n")
+      }`,
+      first.taskId,
+      first.field,
+    );
+    this.problems = problems;
+  }
+}
+
+/** The error to throw for a non-empty list: the one problem as it is, or all of them. */
+function problemsError(path: string, problems: readonly PipelineError[]): PipelineError {
+  return problems.length === 1 ? problems[0]! : new PipelineProblems(path, problems);
+}
+
+function throwProblems(path: string, problems: readonly PipelineError[]): void {
+  if (problems.length > 0) throw problemsError(path, problems);
+}
 
 export { closest, describeValue };
 
@@ -32,6 +68,7 @@ const FIELD_SET: Record<keyof TaskDefinition, true> = {
   process: true,
   setup: true,
   command: true,
+  cwd: true,
   check: true,
   tracking: true,
   resourceTracking: true,
@@ -65,34 +102,49 @@ export function validatePipeline(moduleValue: unknown, path: string): PipelineCo
       }. ${expected}`,
     );
   }
+  const problems: PipelineError[] = [];
   for (const key of Object.keys(moduleValue)) {
     if (key !== "tasks") {
       const close = closest(key, ["tasks"]);
-      throw new PipelineError(
-        `${where}: unknown top-level field "${key}"; ${
-          close === null ? "" : `did you mean "${close}"? `
-        }A pipeline exports only { tasks: [...] }; put task settings inside each task.`,
-        null,
-        key,
+      problems.push(
+        new PipelineError(
+          `${where}: unknown top-level field "${key}"; ${
+            close === null ? "" : `did you mean "${close}"? `
+          }A pipeline exports only { tasks: [...] }; put task settings inside each task.`,
+          null,
+          key,
+        ),
       );
     }
   }
   const tasks = moduleValue["tasks"];
   if (!Array.isArray(tasks)) {
-    throw new PipelineError(
-      `${where}: field "tasks" must be an array of tasks; got ${describeValue(tasks)}. ${expected}`,
-      null,
-      "tasks",
+    problems.push(
+      new PipelineError(
+        `${where}: field "tasks" must be an array of tasks; got ${
+          describeValue(tasks)
+        }. ${expected}`,
+        null,
+        "tasks",
+      ),
     );
+    throw problemsError(path, problems);
   }
   if (tasks.length === 0) {
-    throw new PipelineError(
-      `${where}: field "tasks" is empty; add at least one task. ${expected}`,
-      null,
-      "tasks",
+    problems.push(
+      new PipelineError(
+        `${where}: field "tasks" is empty; add at least one task. ${expected}`,
+        null,
+        "tasks",
+      ),
     );
   }
-  const configs = tasks.map((task: unknown, index) => validateTask(task, index));
+  const configs: TaskConfig[] = [];
+  tasks.forEach((task: unknown, index) => {
+    const config = validateTask(task, index, path, problems);
+    if (config !== null) configs.push(config);
+  });
+  throwProblems(path, problems);
 
   const dag = dagOf(configs);
   configs.forEach((task, i) => {
@@ -101,16 +153,19 @@ export function validatePipeline(moduleValue: unknown, path: string): PipelineCo
       const dims = task.layout.totalRoi.offset.length;
       const upDims = up.layout.totalRoi.offset.length;
       if (dims !== upDims) {
-        throw new PipelineError(
-          `Task "${task.id}": upstream "${up.id}" has ${axes(upDims)} but "${task.id}" has ${
-            axes(dims)
-          }; tasks linked by upstream must have the same number of axes. Give both tasks ROIs with the same axes, or remove "${up.id}" from upstream.`,
-          task.id,
-          "upstream",
+        problems.push(
+          new PipelineError(
+            `Task "${task.id}": upstream "${up.id}" has ${axes(upDims)} but "${task.id}" has ${
+              axes(dims)
+            }; tasks linked by upstream must have the same number of axes. Give both tasks ROIs with the same axes, or remove "${up.id}" from upstream.`,
+            task.id,
+            "upstream",
+          ),
         );
       }
     }
   });
+  throwProblems(path, problems);
   return { path, tasks: configs };
 }
 
@@ -125,44 +180,159 @@ function dagOf(configs: readonly TaskConfig[]): TaskDag {
   }
 }
 
-function validateTask(value: unknown, index: number): TaskConfig {
+/** The validated task, or null when it has problems (each one added to `problems`). */
+function validateTask(
+  value: unknown,
+  index: number,
+  pipelinePath: string,
+  problems: PipelineError[],
+): TaskConfig | null {
   if (!isObject(value) || Array.isArray(value)) {
-    throw new PipelineError(
-      `Task at index ${index} must be an object with id, totalRoi, readRoi, writeRoi and process or command; got ${
-        describeValue(value)
-      }. Write { id: "extract", totalRoi: ..., readRoi: ..., writeRoi: ..., process(block) {} }.`,
-      null,
-      null,
+    problems.push(
+      new PipelineError(
+        `Task at index ${index} must be an object with id, totalRoi, readRoi, writeRoi and process or command; got ${
+          describeValue(value)
+        }. Write { id: "extract", totalRoi: ..., readRoi: ..., writeRoi: ..., process(block) {} }.`,
+        null,
+        null,
+      ),
     );
+    return null;
   }
   const rawId = value["id"];
-  const idOk = typeof rawId === "string" && idProblem(rawId) === null;
-  const t: TaskFields = new TaskFields(
-    value,
-    idOk ? `Task "${rawId}"` : `Task at index ${index}`,
-    idOk ? rawId : null,
-  );
+  const id = typeof rawId === "string" && idProblem(rawId) === null ? rawId : null;
+  const t = new TaskFields(value, id === null ? `Task at index ${index}` : `Task "${id}"`, id);
+  const before = problems.length;
+  // Each reader throws a PipelineError for its field; `read` records it and goes on.
+  const read = <T, F>(reader: () => T, fallback: F): T | F => {
+    try {
+      return reader();
+    } catch (error) {
+      if (!(error instanceof PipelineError)) throw error;
+      problems.push(error);
+      return fallback;
+    }
+  };
 
   for (const key of Object.keys(value)) {
-    if (!Object.hasOwn(FIELD_SET, key)) failUnknown(t, key);
+    if (!Object.hasOwn(FIELD_SET, key)) read(() => failUnknown(t, key), null);
   }
-  if (typeof rawId !== "string" || !idOk) {
+  if (id === null) {
     const problem = typeof rawId === "string"
       ? idProblem(rawId)
       : rawId === undefined
       ? "is missing"
       : "must be a string";
-    t.fail(
-      "id",
-      `${problem}; got ${
-        describeValue(rawId)
-      }. Use a unique name such as id: "extract" (it names the task's tracking directory).`,
+    read(
+      () =>
+        t.fail(
+          "id",
+          `${problem}; got ${
+            describeValue(rawId)
+          }. Use a unique name such as id: "extract" (it names the task's tracking directory).`,
+        ),
+      null,
     );
   }
 
-  const totalRoi = t.roi("totalRoi");
-  const readRoi = t.roi("readRoi");
-  const writeRoi = t.roi("writeRoi");
+  const totalRoi = read(() => t.roi("totalRoi"), null);
+  const readRoi = read(() => t.roi("readRoi"), null);
+  const writeRoi = read(() => t.roi("writeRoi"), null);
+  const fit = read(() => t.fit(), "valid");
+  const readWriteConflict =
+    read(() => t.boolean("readWriteConflict", "Omit it for the default true."), null) ?? true;
+  const layout = totalRoi === null || readRoi === null || writeRoi === null
+    ? null
+    : read(() => checkLayout(t, { totalRoi, readRoi, writeRoi, fit, readWriteConflict }), null);
+
+  const base = {
+    index,
+    id: id ?? "",
+    maxWorkers: read(() => t.integer("maxWorkers", 1, 1, "Set how many workers run at once"), 1),
+    maxRetries: read(
+      () => t.integer("maxRetries", 0, 2, "Set how often a failed block is retried"),
+      2,
+    ),
+    maxWorkerRestarts: read(
+      () =>
+        t.integer(
+          "maxWorkerRestarts",
+          0,
+          10,
+          "Set how many crashed or timed-out workers may be replaced",
+        ),
+      10,
+    ),
+    timeout: read(() => t.timeout(), null),
+    requires: read(() => t.requires(), {}),
+    upstream: read(() => t.upstream(), []),
+    check: read(() => t.func("check", "check(block) { return alreadyDone(block); }"), null) as
+      | ((block: Block) => boolean | Promise<boolean>)
+      | null,
+    tracking: read(() => t.tracking(), null),
+    resourceTracking: read(
+      () => t.boolean("resourceTracking", "Omit it to follow --resource-tracking."),
+      null,
+    ),
+    skipMask: read(() => t.skipMask(), null),
+  };
+  const processFn = read(() => t.func("process", "process(block, context) { ... }"), null) as
+    | ((block: Block, context: unknown) => unknown)
+    | null;
+  const setup = read(() => t.func("setup", "setup() { return context; }"), null) as
+    | (() => unknown)
+    | null;
+  const command = read(() => t.command(), null);
+  const cwd = read(() => t.cwd(), null);
+  if (processFn === null && command === null && !problems.slice(before).some(isRunField)) {
+    read(() =>
+      t.failRaw(
+        "process",
+        `needs a "process" function or a "command"; got neither. Add process(block) { ... }, or command: ["program", "{write_offset}", "{write_shape}"].`,
+      ), null);
+  }
+  if (processFn !== null && command !== null) {
+    read(() =>
+      t.failRaw(
+        "command",
+        `fields "process" and "command" cannot both be given; got both. Keep process to run blocks in Web Workers, or command to run a program per block.`,
+      ), null);
+  }
+  if (setup !== null && command !== null && processFn === null) {
+    read(() =>
+      t.fail(
+        "setup",
+        `is only used with "process"; got setup with command. Remove setup, or replace command with a process function.`,
+      ), null);
+  }
+
+  if (cwd !== null && command === null && processFn !== null) {
+    read(() =>
+      t.fail(
+        "cwd",
+        `is only used with "command"; got cwd ${
+          JSON.stringify(cwd)
+        } with process. Web Workers share the folder blockwise runs in: remove cwd and build paths from import.meta.url or absolute paths instead.`,
+      ), null);
+  }
+
+  if (problems.length > before || layout === null) return null;
+  if (command !== null) {
+    const folder = cwd === null ? null : resolve(dirname(pipelinePath), cwd);
+    return { ...base, layout, kind: "command", command, cwd: folder };
+  }
+  if (processFn === null) return null; // "needs a process or a command" was recorded above
+  return { ...base, layout, kind: "process", process: processFn, setup };
+}
+
+/** A problem with a field that says how blocks run: "needs either" would only repeat it. */
+function isRunField(problem: PipelineError): boolean {
+  return problem.field === "process" || problem.field === "command";
+}
+
+/** The layout if its ROIs agree and it can be tiled; throws the PipelineError otherwise. */
+function checkLayout(t: TaskFields, layout: LayoutSpec): LayoutSpec {
+  const { totalRoi, readRoi, writeRoi } = layout;
   const dims = [totalRoi, readRoi, writeRoi].map((r) => r.offset.length);
   if (dims[0] !== dims[1] || dims[0] !== dims[2]) {
     t.failRaw(
@@ -182,18 +352,6 @@ function validateTask(value: unknown, index: number): TaskConfig {
       }. Grow readRoi or move writeRoi.`,
     );
   }
-
-  const fit = t.fit();
-  const readWriteConflict = t.boolean("readWriteConflict", "Omit it for the default true.") ?? true;
-  const maxWorkers = t.integer("maxWorkers", 1, 1, "Set how many workers run at once");
-  const maxRetries = t.integer("maxRetries", 0, 2, "Set how often a failed block is retried");
-  const maxWorkerRestarts = t.integer(
-    "maxWorkerRestarts",
-    0,
-    10,
-    "Set how many crashed or timed-out workers may be replaced",
-  );
-  const layout = { totalRoi, readRoi, writeRoi, fit, readWriteConflict };
   try {
     new TaskLayout(layout);
   } catch (error) {
@@ -205,51 +363,7 @@ function validateTask(value: unknown, index: number): TaskConfig {
       }: ${error.message}.`,
     );
   }
-
-  const base = {
-    index,
-    id: rawId,
-    layout,
-    maxWorkers,
-    maxRetries,
-    maxWorkerRestarts,
-    timeout: t.timeout(),
-    requires: t.requires(),
-    upstream: t.upstream(),
-    check: t.func("check", "check(block) { return alreadyDone(block); }") as
-      | ((block: Block) => boolean | Promise<boolean>)
-      | null,
-    tracking: t.tracking(),
-    resourceTracking: t.boolean("resourceTracking", "Omit it to follow --resource-tracking."),
-    skipMask: t.skipMask(),
-  };
-  const processFn = t.func("process", "process(block, context) { ... }") as
-    | ((block: Block, context: unknown) => unknown)
-    | null;
-  const setup = t.func("setup", "setup() { return context; }") as (() => unknown) | null;
-  const command = t.command();
-  if (command !== null) {
-    if (processFn !== null) {
-      t.failRaw(
-        "command",
-        `fields "process" and "command" cannot both be given; got both. Keep process to run blocks in Web Workers, or command to run a program per block.`,
-      );
-    }
-    if (setup !== null) {
-      t.fail(
-        "setup",
-        `is only used with "process"; got setup with command. Remove setup, or replace command with a process function.`,
-      );
-    }
-    return { ...base, kind: "command", command };
-  }
-  if (processFn === null) {
-    t.failRaw(
-      "process",
-      `needs a "process" function or a "command"; got neither. Add process(block) { ... }, or command: ["program", "{write_offset}", "{write_shape}"].`,
-    );
-  }
-  return { ...base, kind: "process", process: processFn, setup };
+  return layout;
 }
 
 /** Rejects the unknown field `key`, naming daisy's equivalent or the closest allowed field. */

@@ -44,6 +44,7 @@ import { dirname } from "node:path";
 import process from "node:process";
 import { clearTimeout, setTimeout } from "node:timers";
 import type { BlockId } from "../blocks/mod.ts";
+import { InputError } from "../errors.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
 import {
   type BlockFailure,
@@ -117,6 +118,7 @@ function reasonOf(error: unknown): string {
     case "EISDIR":
       return "it is a directory";
     case "ENOTDIR":
+    case "EEXIST": // from mkdir: a parent exists but is a file
       return "a parent of it is not a directory";
     case "ENOENT":
       return "its directory does not exist";
@@ -133,7 +135,7 @@ function openLog(path: string): number {
     fs.mkdirSync(dirname(path), { recursive: true });
     return fs.openSync(path, "w");
   } catch (error) {
-    throw new Error(
+    throw new InputError(
       `Cannot write the events file "${path}": ${reasonOf(error)}. ` +
         "Pass --events a file path in a directory you can write to (it is created if missing).",
     );
@@ -162,8 +164,8 @@ function countersKey(t: TaskResult): string {
 
 /**
  * Open `path` for the events of one run (truncating it; parent directories are created) and
- * return the observer that writes them. Throws an Error naming the path when it cannot be
- * written.
+ * return the observer that writes them. Throws an InputError (exit 2) naming the path when it
+ * cannot be opened for writing, so `run` refuses before anything runs.
  */
 export function createEventLog(
   path: string,

@@ -38,6 +38,18 @@ export interface SummaryOptions {
    * after SIGINT. Defaults to `summaryExitCode(rows)`.
    */
   readonly exitCode?: number;
+  /** Where the run left its ledger and logs; printed after the verdict when given. */
+  readonly locations?: RunLocations;
+}
+
+/** The files a run wrote that a user looks for next. Paths are absolute. */
+export interface RunLocations {
+  /** Every task's tracking store, or null when the task has none. */
+  readonly stores: readonly { readonly task: string; readonly path: string | null }[];
+  /** `--events FILE`, or null. */
+  readonly events: string | null;
+  /** `--log-dir DIR`, or null. */
+  readonly logDir: string | null;
 }
 
 export const DEFAULT_MAX_FAILURES = 10;
@@ -221,7 +233,59 @@ export function formatExecutionSummary(
   }
 
   lines.push("", formatVerdict(rows, totals, options));
+  if (options.locations !== undefined) lines.push(...formatLocations(options.locations));
   return lines.join("\n");
+}
+
+/**
+ * Where the ledger and logs are, e.g.
+ *
+ * ```
+ * tracking     /data/tracking/<task>: extract, label; no store: export
+ * events       /data/run/events.jsonl
+ * worker logs  /data/logs/<task>/worker_<n>.out, .err
+ * ```
+ *
+ * Stores under one folder (`--tracking-dir`) share a line; a store elsewhere gets its own.
+ */
+export function formatLocations(locations: RunLocations): string[] {
+  const rows: [string, string][] = [];
+  const tracked = locations.stores.filter((s): s is { task: string; path: string } =>
+    s.path !== null
+  );
+  const untracked = locations.stores.filter((s) => s.path === null).map((s) => s.task);
+  if (tracked.length === 0) {
+    rows.push([
+      "tracking",
+      "none: a rerun runs every block again (--tracking-dir DIR keeps a ledger to resume from)",
+    ]);
+  } else {
+    const byFolder = new Map<string, string[]>();
+    const elsewhere: string[] = [];
+    for (const { task, path } of tracked) {
+      const folder = parentOf(path);
+      if (folder !== null && path === `${folder}/${task}`) {
+        byFolder.set(folder, [...(byFolder.get(folder) ?? []), task]);
+      } else {
+        elsewhere.push(`${task} at ${path}`);
+      }
+    }
+    const parts = [...byFolder].map(([folder, tasks]) => `${folder}/<task>: ${tasks.join(", ")}`);
+    parts.push(...elsewhere);
+    if (untracked.length > 0) parts.push(`no store: ${untracked.join(", ")}`);
+    rows.push(["tracking", parts.join("; ")]);
+  }
+  if (locations.events !== null) rows.push(["events", locations.events]);
+  if (locations.logDir !== null) {
+    rows.push(["worker logs", `${locations.logDir}/<task>/worker_<n>.out, .err`]);
+  }
+  const width = Math.max(...rows.map(([key]) => key.length));
+  return ["", ...rows.map(([key, value]) => `${key.padEnd(width)}  ${value}`)];
+}
+
+function parentOf(path: string): string | null {
+  const slash = path.lastIndexOf("/");
+  return slash <= 0 ? null : path.slice(0, slash);
 }
 
 /** `task/blockId index (i, j, k) after N attempts: <first line of message>` */

@@ -12,12 +12,17 @@
  *     disk read       2.4 GB
  *     disk write      510.0 MB
  *
- *   task     blocks  workers  max conc  restarts  mean ms ∠ slope   cpu busy  cpu s  wall s
- *   ───────  ──────  ───────  ────────  ────────  ────────────────  ────────  ─────  ──────
- *   extract      12        4         4         0   41.67 ∠ +0.0012       62%   1.90    0.80
+ *   task     attempts  workers  max conc  restarts  mean ms ∠ slope  cpu busy  cpu s  wall s
+ *   ───────  ────────  ───────  ────────  ────────  ───────────────  ────────  ─────  ──────
+ *   extract        12        4         4         0  41.67 ∠ +0.0012       62%   1.90    0.80
+ *
+ *   attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt and its
+ *   trend in ms per attempt (+ means blocks get slower) · cpu busy: share of the workers'
+ *   lifetime spent inside blocks
  * ```
  *
- * Per task: `blocks` is the number of block durations recorded, `workers` the workers spawned
+ * Per task: `attempts` is the number of block durations recorded (every attempt, a retried
+ * block counts once per attempt, so it can exceed the task's blocks), `workers` the workers spawned
  * (restarts included), `max conc` the peak of workers alive at once, `mean ms ∠ slope` the mean
  * block time and its least-squares change per block (positive: blocks get slower), `cpu busy`
  * the share of worker lifetime spent inside blocks (daisy: total block time / total worker
@@ -30,6 +35,13 @@ import type { UtilizationReport } from "../execute/run_stats.ts";
 import { formatTable } from "./table.ts";
 
 const BYTE_UNITS = ["B", "KB", "MB", "GB", "TB"] as const;
+
+/** What the columns that are not self-explanatory mean, under the table. */
+const LEGEND: readonly string[] = [
+  "  attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt and its",
+  "  trend in ms per attempt (+ means blocks get slower) · cpu busy: share of the workers'",
+  "  lifetime spent inside blocks",
+];
 
 /**
  * Bytes in base 1024 with one decimal: `512 B`, `1.5 KB`, `510.0 MB`, `1.2 GB`; TB is the
@@ -117,7 +129,7 @@ export function formatUtilization(report: UtilizationReport): string {
   lines.push(formatTable(
     [
       { header: "task" },
-      { header: "blocks", align: "right" },
+      { header: "attempts", align: "right" },
       { header: "workers", align: "right" },
       { header: "max conc", align: "right" },
       { header: "restarts", align: "right" },
@@ -139,5 +151,6 @@ export function formatUtilization(report: UtilizationReport): string {
     ]),
     2,
   ));
+  lines.push("", ...LEGEND);
   return lines.join("\n");
 }

@@ -1,8 +1,10 @@
 /**
  * The run-wide resource budget (`--resources cpu=8,gpu=1`) and each task's per-worker cost
- * (`requires`). A worker may start only while every resource it requires still fits; without a
- * budget, `requires` is not limiting and `maxWorkers` alone bounds a task (daisy 2.x instead
- * refuses `requires` without a budget).
+ * (`requires`). A worker may start only while every resource it requires still fits. Only the
+ * resources the budget names are limited: with `--resources gpu=1`, a task's `cpu` is not
+ * counted against anything (it used to count against an implicit cpu=0 and so refused every
+ * task that required cpu). Without a budget, `requires` is not limiting at all and
+ * `maxWorkers` alone bounds a task (daisy 2.x instead refuses `requires` without a budget).
  */
 
 import { InputError } from "../errors.ts";
@@ -10,16 +12,24 @@ import { InputError } from "../errors.ts";
 export type Resources = Readonly<Record<string, number>>;
 
 export class ResourceBudget {
-  private readonly used = new Map<string, number>();
+  readonly #budget: Resources | null;
+  readonly #used = new Map<string, number>();
 
-  constructor(readonly budget: Resources | null) {}
+  constructor(budget: Resources | null) {
+    this.#budget = budget;
+  }
+
+  /** The cap of `name`, or null when the budget does not limit it. */
+  limitOf(name: string): number | null {
+    if (this.#budget === null || !Object.hasOwn(this.#budget, name)) return null;
+    return this.#budget[name]!;
+  }
 
   /** Refuse, before anything runs, a task that could never start a single worker. */
   checkFits(taskId: string, requires: Resources): void {
-    if (this.budget === null) return;
     for (const [name, amount] of Object.entries(requires)) {
-      if (amount <= 0) continue;
-      const cap = this.budget[name] ?? 0;
+      const cap = this.limitOf(name);
+      if (amount <= 0 || cap === null) continue;
       if (amount > cap) {
         throw new InputError(
           `Task "${taskId}" requires ${name}=${amount} per worker but the resource budget has ${name}=${cap}; ` +
@@ -30,28 +40,28 @@ export class ResourceBudget {
   }
 
   canAdmit(requires: Resources): boolean {
-    if (this.budget === null) return true;
     for (const [name, amount] of Object.entries(requires)) {
-      if (amount <= 0) continue;
-      if ((this.used.get(name) ?? 0) + amount > (this.budget[name] ?? 0)) return false;
+      const cap = this.limitOf(name);
+      if (amount <= 0 || cap === null) continue;
+      if ((this.#used.get(name) ?? 0) + amount > cap) return false;
     }
     return true;
   }
 
   acquire(requires: Resources): void {
     for (const [name, amount] of Object.entries(requires)) {
-      if (amount > 0) this.used.set(name, (this.used.get(name) ?? 0) + amount);
+      if (amount > 0) this.#used.set(name, (this.#used.get(name) ?? 0) + amount);
     }
   }
 
   release(requires: Resources): void {
     for (const [name, amount] of Object.entries(requires)) {
-      if (amount > 0) this.used.set(name, Math.max(0, (this.used.get(name) ?? 0) - amount));
+      if (amount > 0) this.#used.set(name, Math.max(0, (this.#used.get(name) ?? 0) - amount));
     }
   }
 
   inUse(name: string): number {
-    return this.used.get(name) ?? 0;
+    return this.#used.get(name) ?? 0;
   }
 }
 
@@ -65,7 +75,7 @@ export function parseResources(text: string): Record<string, number> {
         `Invalid resource "${entry}" in --resources "${text}"; write name=count pairs separated by commas, e.g. --resources cpu=8,gpu=1`,
       );
     }
-    if (match[1]! in result) {
+    if (Object.hasOwn(result, match[1]!)) {
       throw new InputError(
         `Resource "${match[1]}" is given twice in --resources "${text}"; give it once`,
       );
