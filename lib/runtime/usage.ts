@@ -173,4 +173,3 @@ function openQuietly(file: string): number | null {
     return null;
   }
 }
-
