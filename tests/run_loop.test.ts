@@ -496,6 +496,42 @@ describe("run loop: timeouts on the run clock", () => {
   });
 });
 
+describe("run loop: resource budget", () => {
+  it("moves the budget from an upstream task to its downstream as the upstream drains", async () => {
+    const rig = RunRig.start([
+      linearTask("filter", 4, { maxWorkers: 2, requires: { cpu: 1 } }),
+      linearTask("agglom", 4, { upstream: ["filter"], maxWorkers: 2, requires: { cpu: 1 } }),
+    ], { resources: { cpu: 2 } });
+    const [f0, f1] = rig.executors("filter");
+    assert.equal(rig.executors("filter").length, 2);
+    f0!.becomeReady();
+    f1!.becomeReady();
+    f0!.succeed(1);
+    assert.equal(rig.counters("agglom").ready, 1);
+    assert.equal(rig.executors("agglom").length, 0, "the budget is in use by filter");
+    assert.deepEqual(f0!.heldPositions, [2, 3]);
+    f1!.succeed(1);
+    // filter has nothing left for f1: it is retired and agglom gets its cpu in the same step.
+    assert.equal(f1!.stopped, true, "retired cleanly");
+    assert.equal(rig.executors("agglom").length, 1);
+    const a0 = rig.only("agglom");
+    a0.becomeReady();
+    assert.deepEqual(a0.heldPositions, [0]);
+    f0!.succeed(2);
+    assert.equal(rig.counters("filter").phase, "done");
+    assert.equal(rig.executors("agglom").length, 2, "filter's last cpu goes to agglom too");
+    const a1 = rig.executors("agglom")[1]!;
+    a1.becomeReady();
+    while (rig.result === null) {
+      for (const e of rig.executors("agglom")) if (e.held.length > 0) e.succeed(1);
+    }
+    const result = await rig.finished();
+    assert.equal(result.outcome, "complete");
+    const u = result.utilization!;
+    assert.deepEqual(u.tasks.map((t) => [t.id, t.maxConcurrent]), [["filter", 2], ["agglom", 2]]);
+  });
+});
+
 describe("run loop: asynchronous check", () => {
   it("keeps a block processing until its check answers, releases its downstream only if it says done, and runs it if the check throws", async () => {
     const answers = new Map<number, Deferred<boolean>>();

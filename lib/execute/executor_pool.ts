@@ -77,11 +77,10 @@ export class ExecutorPool {
     if (idle >= available) return false;
     const restart = task.stats.workerFailures > task.stats.restarts;
     if (restart && task.stats.restarts >= task.config.maxWorkerRestarts) return false;
-    if (!budget.canAdmit(task.config.requires)) {
-      this.#freeBudgetFor(t);
-      return false;
-    }
-    return true;
+    if (budget.canAdmit(task.config.requires)) return true;
+    // Budget freed from idle executors of other tasks is used now, not on the next event.
+    this.#freeBudgetFor(t);
+    return budget.canAdmit(task.config.requires);
   }
 
   #spawn(t: number): void {
