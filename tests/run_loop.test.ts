@@ -545,8 +545,10 @@ describe("run loop: asynchronous check", () => {
       }),
       linearTask("b", 3, { upstream: ["a"] }),
     ]);
-    rig.only("a").becomeReady();
+    const ea = rig.only("a");
+    ea.becomeReady();
     assert.deepEqual([...answers.keys()], [0, 1, 2], "every ready block is being checked");
+    assert.deepEqual(rig.executors("a"), [ea], "the idle executor waits for the answers");
     assert.equal(rig.run.source.checking(0), 3);
     assert.equal(rig.counters("a").processing, 3);
     assert.equal(rig.counters("b").pending, 3);
@@ -560,9 +562,8 @@ describe("run loop: asynchronous check", () => {
 
     answers.get(1)!.resolve(false);
     await rig.settle();
-    const ea = rig.only("a");
-    if (ea.state === "starting") ea.becomeReady();
     assert.deepEqual(ea.heldPositions, [1], "a block whose check said no is run");
+    assert.equal(rig.made("a").length, 1, "by the executor that waited, not a new one");
 
     answers.get(2)!.reject(new Error("check broke"));
     await rig.settle();

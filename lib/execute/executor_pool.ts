@@ -196,6 +196,9 @@ export class ExecutorPool {
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size === 0) return;
       if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
+      // A block whose asynchronous check has not answered may still need to run: retiring now
+      // would start a new executor (and its setup) for it moments later.
+      if (source.checking(t) > 0) return;
       // Keep idle executors while a sibling holds unstarted blocks they can take over.
       for (const e of task.executors) if (e.inFlight.size > 2) return;
       for (const executor of [...task.executors]) {
