@@ -280,6 +280,73 @@ describe("run loop: stopping", () => {
   });
 });
 
+describe("run loop: stopping with work outside executors", () => {
+  it("waits for a check that answers after the stop, and puts its block back in the queue", async () => {
+    const answers: Deferred<boolean>[] = [];
+    const rig = RunRig.start([
+      linearTask("a", 2, {
+        check() {
+          const d = deferred<boolean>();
+          answers.push(d);
+          return d.promise;
+        },
+      }),
+    ]);
+    rig.only("a").becomeReady();
+    assert.equal(answers.length, 2);
+    answers[0]!.resolve(true);
+    await rig.settle();
+    rig.stop();
+    await rig.settle();
+    assert.equal(rig.result, null, "a check is still out");
+    answers[1]!.resolve(false);
+    const result = await rig.finished();
+    assert.equal(result.outcome, "interrupted-sigint");
+    const c = result.tasks[0]!.counters;
+    assert.deepEqual([c.completed, c.skipped, c.ready, c.processing], [1, 1, 1, 0]);
+  });
+
+  it("waits for a commit that settles after the stop and counts its block", async () => {
+    const commits: Deferred<void>[] = [];
+    const rig = RunRig.start([linearTask("a", 3)], {
+      sink: {
+        done() {
+          const d = deferred<void>();
+          commits.push(d);
+          return d.promise;
+        },
+        failed() {},
+      },
+    });
+    const e = rig.only("a");
+    e.becomeReady();
+    e.succeed(1);
+    rig.stop();
+    e.answerRecall();
+    e.succeed(1);
+    await rig.settle();
+    assert.equal(rig.result, null, "two commits are still out");
+    commits[0]!.resolve();
+    commits[1]!.resolve();
+    const result = await rig.finished();
+    const c = result.tasks[0]!.counters;
+    assert.deepEqual([c.completed, c.ready, c.processing], [2, 1, 0]);
+  });
+
+  it("fails the running block of an executor that crashes during the grace period and starts no replacement", async () => {
+    const rig = RunRig.start([linearTask("a", 4, { maxRetries: 1 })], { initialWindow: 2 });
+    const e = rig.only("a");
+    e.becomeReady();
+    rig.stop("SIGTERM");
+    e.crash("the worker exited");
+    assert.equal(rig.made("a").length, 1, "no replacement while stopping");
+    const result = await rig.finished();
+    assert.equal(result.outcome, "interrupted-sigterm");
+    const c = result.tasks[0]!.counters;
+    assert.deepEqual([c.ready, c.processing, c.failedAttempts], [4, 0, 1]);
+  });
+});
+
 describe("run loop: lost executors", () => {
   it("fails only the running block of a crashed executor; its unstarted blocks return without spending an attempt", () => {
     const rig = RunRig.start([linearTask("a", 8, { maxRetries: 1 })], { initialWindow: 4 });
