@@ -284,11 +284,8 @@ describe("resume after failures", () => {
         "complete",
       ]);
       const last = a[3]!;
+      // How fast a fully resumed run is, is bench/'s business; here: it starts nothing.
       assert.deepEqual(last["workers"], [], "the fully resumed run started no worker");
-      assert.ok(
-        (last["seconds"] as number) < 2,
-        `a fully resumed run is fast (${last["seconds"]} s)`,
-      );
     },
   );
 });
@@ -322,7 +319,8 @@ describe("resource tracking", () => {
     const t0 = r.startedAt / 1000;
     const t1 = r.endedAt / 1000;
     for (const c of ALL_CELLS) {
-      assert.ok(wall[c]! > 0 && wall[c]! < 5, `wall_seconds[${c}] = ${wall[c]}`);
+      // Within the run's own span: a consistency check, not a bound on how long blocks take.
+      assert.ok(wall[c]! > 0 && wall[c]! <= t1 - t0, `wall_seconds[${c}] = ${wall[c]}`);
       assert.ok(Number.isFinite(cpu[c]) && cpu[c]! >= 0, `cpu_seconds[${c}] = ${cpu[c]}`);
       assert.ok(rss[c]! > 0n, `peak_rss_bytes[${c}] = ${rss[c]}`);
       assert.ok(workers.has(worker[c]!), `worker_id[${c}] = ${worker[c]}`);
