@@ -72,7 +72,24 @@ const failure: BlockFailure = {
   permanent: true,
 };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Wait until `condition()` holds, polling. The console's line timer is a real interval (it takes
+ * no injected timer yet), so a lines-mode test waits for what a tick prints, never for a fixed
+ * time; the deadline is only a hang guard.
+ */
+async function printed(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`Nothing printed ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** A console clock that moves only when the test says so. */
+function manualNow(): { now: () => number; advance(ms: number): void } {
+  let t = 1_000;
+  return { now: () => t, advance: (ms) => (t += ms) };
+}
 
 let dir = "";
 beforeEach(() => {
@@ -156,32 +173,37 @@ describe("formatting", () => {
 });
 
 describe("createRunConsole", () => {
-  test("lines mode: one line per changed task every interval", async () => {
+  test("lines mode: a tick prints one line per changed task, never one for an unchanged task", async () => {
     const stderr = new FakeStream(false);
+    const clock = manualNow();
     const run = createRunConsole({
       stderr,
       mode: "auto",
-      intervalSeconds: 0.03,
+      intervalSeconds: 0.01,
       logDir: null,
       color: false,
+      now: clock.now,
     });
+    const progressLines = () => stderr.text.split("\n").filter((l) => l.startsWith("["));
     run.observer.runStarted?.([task("extract"), task("label", { ready: 0, pending: 64 })]);
-    run.observer.progress?.([
-      task("extract", { ready: 56, processing: 4, completed: 4, started: true }),
-      task("label", { ready: 0, pending: 64 }),
-    ]);
-    await sleep(200);
+    clock.advance(2_000);
+    const extract = task("extract", { ready: 56, processing: 4, completed: 4, started: true });
+    run.observer.progress?.([extract, task("label", { ready: 0, pending: 64 })]);
+    await printed(() => progressLines().length > 0, "for the changed task");
+    assert.match(
+      progressLines()[0]!,
+      /^\[2\.0s\] extract: 4\/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, ETA \S+/,
+    );
+    // Only label changes now: the tick that prints it must not repeat extract.
+    clock.advance(1_000);
+    run.observer.progress?.([extract, task("label", { ready: 60, processing: 4, started: true })]);
+    await printed(() => progressLines().length > 1, "for the second change");
     run.observer.notice?.("worker 2 restarted");
     run.observer.blockFailed?.(failure);
     run.close();
     const lines = stderr.text.split("\n").filter((l) => l !== "");
-    const progressLines = lines.filter((l) => l.startsWith("["));
-    // Printed once: later ticks see no change; the unchanged task never prints.
-    assert.equal(progressLines.length, 1, stderr.text);
-    assert.match(
-      progressLines[0]!,
-      /^\[\d+\.\ds\] extract: 4\/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, ETA \S+/,
-    );
+    assert.equal(progressLines().length, 2, stderr.text);
+    assert.match(progressLines()[1]!, /^\[3\.0s\] label: 0\/64 done, 4 running/);
     assert.ok(lines.includes("worker 2 restarted"));
     assert.ok(
       lines.includes("✗ extract/12 (0, 1, 2) failed after 3 attempts: RangeError: no signal here"),
@@ -191,7 +213,7 @@ describe("createRunConsole", () => {
     assert.ok(!stderr.text.includes("\x1b"));
   });
 
-  test("off mode: no progress, failures and notices still print", async () => {
+  test("off mode: no progress, failures and notices still print", () => {
     const stderr = new FakeStream(true);
     const run = createRunConsole({
       stderr,
@@ -204,7 +226,6 @@ describe("createRunConsole", () => {
     run.observer.progress?.([task("extract", { ready: 60, processing: 4 })]);
     run.observer.blockFailed?.(failure);
     run.observer.notice?.("a notice");
-    await sleep(50);
     run.observer.runFinished?.(result([task("extract")]));
     run.close();
     assert.equal(
@@ -213,11 +234,21 @@ describe("createRunConsole", () => {
     );
   });
 
-  test("bars mode: draws bars and prints failures and notices above them", async () => {
+  test("bars mode: draws bars and prints failures, notices and worker output above them", () => {
     const stderr = new FakeStream(true, 120);
     const stdout = new FakeStream(false);
-    const run = createRunConsole({ stderr, stdout, mode: "bars", logDir: null, color: true });
+    const clock = manualNow();
+    const run = createRunConsole({
+      stderr,
+      stdout,
+      mode: "bars",
+      logDir: null,
+      color: true,
+      now: clock.now,
+    });
     run.observer.runStarted?.([task("extract"), task("label", { ready: 0, pending: 64 })]);
+    // Past the bars' refresh limit, so the update applies at once.
+    clock.advance(1_000);
     run.observer.progress?.([
       task("extract", { ready: 40, processing: 4, completed: 20 }),
       task("label", { ready: 0, pending: 64 }),
@@ -226,13 +257,7 @@ describe("createRunConsole", () => {
     run.observer.notice?.("task label abandoned");
     run.output("extract", 3, "stderr", "warn: low contrast\n");
     run.output("extract", 3, "stdout", "hello\n");
-    await sleep(250);
-    const final = [
-      task("extract", { phase: "done", ready: 0, completed: 63, failed: 1 }),
-      task("label", { phase: "abandoned", ready: 0, orphaned: 64 }),
-    ];
-    run.observer.progress?.(final);
-    run.observer.runFinished?.(result(final));
+    // Closing draws the last frame, with what was logged since the previous one above it.
     run.close();
     run.close();
     const plain = stderr.plain;
@@ -243,12 +268,34 @@ describe("createRunConsole", () => {
     assert.ok(plain.includes("task label abandoned"), plain);
     assert.ok(plain.includes("[extract:w3] warn: low contrast"), plain);
     assert.ok(plain.includes("20/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped"), plain);
-    // The final frame shows the end states.
+    // stdout is not a terminal here: worker stdout goes straight to it.
+    assert.equal(stdout.text, "[extract:w3] hello\n");
+  });
+
+  test("bars mode: the final frame shows the end states", () => {
+    const stderr = new FakeStream(true, 120);
+    const clock = manualNow();
+    const run = createRunConsole({
+      stderr,
+      stdout: new FakeStream(false),
+      mode: "bars",
+      logDir: null,
+      color: true,
+      now: clock.now,
+    });
+    run.observer.runStarted?.([task("extract"), task("label", { ready: 0, pending: 64 })]);
+    const final = [
+      task("extract", { phase: "done", ready: 0, completed: 63, failed: 1 }),
+      task("label", { phase: "abandoned", ready: 0, orphaned: 64 }),
+    ];
+    // Within the refresh limit: the update waits, and the end of the run applies it.
+    run.observer.progress?.(final);
+    run.observer.runFinished?.(result(final));
+    run.close();
+    const plain = stderr.plain;
     assert.ok(plain.includes("✗ extract"), plain);
     assert.ok(plain.includes("∅ label"), plain);
     assert.ok(plain.includes("63/64 done"), plain);
-    // stdout is not a terminal here: worker stdout goes straight to it.
-    assert.equal(stdout.text, "[extract:w3] hello\n");
   });
 
   test("worker output: prefixes and partial lines per worker and stream", () => {
