@@ -32,6 +32,7 @@ import {
   readUint8,
   runArgs,
   runCli,
+  type RunningCli,
   runRecords,
   startCli,
   waitFor,
@@ -69,6 +70,19 @@ function expectInterrupted(r: CliResult): void {
     `expected exit 130: ${describeRun(r)}`,
   );
   assert.match(r.stderr, /: exit 130\n*$/);
+}
+
+/**
+ * SIGINT a run whose blocks hold until `release` exists; release them once the run has taken
+ * the signal (so the blocks running finish and nothing new starts).
+ */
+async function interruptHeld(run: RunningCli, release: string): Promise<void> {
+  run.child.kill("SIGINT");
+  try {
+    await waitFor(() => run.stderr().includes("Received SIGINT"), "the run to take the signal");
+  } finally {
+    fs.writeFileSync(release, "");
+  }
 }
 
 /** Cells (tracking grid) of the logged blocks of `taskId`, sorted and deduplicated. */
@@ -115,15 +129,24 @@ describe("resume after a partial run", () => {
     async () => {
       const dir = newDir("sigint");
       const log = path.join(dir, "blocks.log");
+      const release = path.join(dir, "release");
+      // Once four blocks are logged, every block holds (running) until the test releases it:
+      // the run is certainly unfinished when the signal comes, however fast the machine.
       const file = pipeline(dir, log, [
-        task("a", "sleep(80); logBlock(block);", "maxWorkers: 2,"),
+        task(
+          "a",
+          `const logged = fs.existsSync(LOG) ? fs.readFileSync(LOG, "utf8").split("\\n").length - 1 : 0;
+          if (logged >= 4) while (!fs.existsSync(${JSON.stringify(release)})) sleep(10);
+          logBlock(block);`,
+          "maxWorkers: 2,",
+        ),
       ]);
       const tracking = path.join(dir, "tracking");
       const store = path.join(tracking, "a");
 
       const first = startCli(runArgs(file, tracking));
       await waitFor(() => readLog(log).length >= 4, "four blocks to finish");
-      first.child.kill("SIGINT");
+      await interruptHeld(first, release);
       const r1 = await first.result;
       expectInterrupted(r1);
       const ranFirst = loggedCells(log, "a");
@@ -337,12 +360,16 @@ describe("one writer per store", () => {
   }, async () => {
     const dir = newDir("concurrent");
     const log = path.join(dir, "blocks.log");
-    const file = pipeline(dir, log, [task("a", "sleep(200); logBlock(block);", "maxWorkers: 1,")]);
+    const release = path.join(dir, "release");
+    // The first run's block holds until the test releases it: that run certainly still holds
+    // the store when the second one starts.
+    const hold = `logBlock(block); while (!fs.existsSync(${JSON.stringify(release)})) sleep(10);`;
+    const file = pipeline(dir, log, [task("a", hold, "maxWorkers: 1,")]);
     const tracking = path.join(dir, "tracking");
     const store = path.join(tracking, "a");
     const first = startCli(runArgs(file, tracking));
     try {
-      await waitFor(() => readLog(log).length >= 1, "the first run to process a block");
+      await waitFor(() => readLog(log).length >= 1, "the first run to start a block");
       const before = readUint8(store, "done");
       const second = await runCli(runArgs(file, tracking));
       expectExit(second, 3);
@@ -353,7 +380,7 @@ describe("one writer per store", () => {
       assert.match(second.stderr, new RegExp(escape(store)));
       assert.ok(readUint8(store, "done").every((v, i) => v >= before[i]!), "nothing undone");
     } finally {
-      first.child.kill("SIGINT");
+      await interruptHeld(first, release);
     }
     const r1 = await first.result;
     expectInterrupted(r1);
