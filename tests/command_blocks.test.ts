@@ -1,6 +1,7 @@
 /**
  * Command tasks: argv templates and the block's environment (unit), and runs of command tasks
- * through runParallel: success, a non-zero exit, a missing program, a timeout, and output.
+ * through runParallel: success, a non-zero exit, a missing program, a timeout (on a manual
+ * clock), and output.
  */
 
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
@@ -14,6 +15,7 @@ import {
   buildPipelineGraph,
   commandEnvironment,
   expandCommand,
+  type ParallelRunOptions,
   runParallel,
   type RunResult,
 } from "../lib/execute/mod.ts";
@@ -22,9 +24,11 @@ import {
   assertAllBalanced,
   countersOf,
   utilizationOf,
+  waitUntil,
   withTimeout,
   writePipeline,
 } from "./fixtures/parallel/harness.ts";
+import { ManualClock } from "./fixtures/manual_clock.ts";
 
 const newDir = scratchDirs("");
 
@@ -120,12 +124,13 @@ interface CommandRun {
   readonly output: { taskId: string; stream: string; text: string }[];
 }
 
-async function runFile(file: string): Promise<CommandRun> {
+async function runFile(file: string, options: ParallelRunOptions = {}): Promise<CommandRun> {
   const pipeline = await loadPipeline(file);
   const failures: BlockFailure[] = [];
   const output: { taskId: string; stream: string; text: string }[] = [];
   const result = await withTimeout(
     runParallel(pipeline, buildPipelineGraph(pipeline), {
+      ...options,
       observer: { blockFailed: (f) => failures.push(f) },
       output: (taskId, _worker, stream, text) => output.push({ taskId, stream, text }),
     }),
@@ -247,8 +252,12 @@ describe("command tasks through runParallel", () => {
     }
   });
 
-  it("kills a command that runs past the timeout and retries it", async () => {
+  it("kills a command that runs past the timeout (manual clock) and retries it", async () => {
     const dir = newDir("cmd-timeout");
+    const started = path.join(dir, "started");
+    // The first attempt marks that it runs, then sleeps far longer than the test's hang guard:
+    // only the kill can end it in time.
+    const script = 'if [ "$1" = 1 ]; then : > "$2"; exec sleep 600; fi';
     const file = writePipeline(
       dir,
       `export default { tasks: [
@@ -257,15 +266,18 @@ describe("command tasks through runParallel", () => {
     totalRoi: { offset: [0], shape: [10] },
     readRoi: { offset: [0], shape: [10] },
     writeRoi: { offset: [0], shape: [10] },
-    command: ["sh", "-c", "if [ {attempt} = 1 ]; then exec sleep 10; fi"],
+    command: ${JSON.stringify(["sh", "-c", script, "sh", "{attempt}", started])},
     timeout: 0.3,
   },
 ] };
 `,
     );
-    const t0 = performance.now();
-    const { result, failures } = await runFile(file);
-    assert.ok(performance.now() - t0 < 5000, "the sleeping command was killed");
+    const clock = new ManualClock();
+    const running = runFile(file, { clock });
+    await waitUntil(() => fs.existsSync(started), "the first attempt to start");
+    // Health ticks every 200 ms of run clock: the one at 400 ms finds the command past 0.3 s.
+    clock.advance(400);
+    const { result, failures } = await running;
     const c = countersOf(result, "slow");
     assert.deepEqual([c.phase, c.completed, c.failed, c.failedAttempts], ["done", 1, 0, 1]);
     assert.equal(failures.length, 1);

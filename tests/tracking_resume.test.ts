@@ -32,6 +32,7 @@ import {
   readUint8,
   runArgs,
   runCli,
+  type RunningCli,
   runRecords,
   startCli,
   waitFor,
@@ -70,6 +71,19 @@ function expectInterrupted(r: CliResult): void {
   );
   // The verdict, then where the ledger is (the summary's last lines).
   assert.match(r.stderr, /: exit 130\n\ntracking {2}.+\n*$/);
+}
+
+/**
+ * SIGINT a run whose blocks hold until `release` exists; release them once the run has taken
+ * the signal (so the blocks running finish and nothing new starts).
+ */
+async function interruptHeld(run: RunningCli, release: string): Promise<void> {
+  run.child.kill("SIGINT");
+  try {
+    await waitFor(() => run.stderr().includes("Received SIGINT"), "the run to take the signal");
+  } finally {
+    fs.writeFileSync(release, "");
+  }
 }
 
 /** Cells (tracking grid) of the logged blocks of `taskId`, sorted and deduplicated. */
@@ -116,15 +130,24 @@ describe("resume after a partial run", () => {
     async () => {
       const dir = newDir("sigint");
       const log = path.join(dir, "blocks.log");
+      const release = path.join(dir, "release");
+      // Once four blocks are logged, every block holds (running) until the test releases it:
+      // the run is certainly unfinished when the signal comes, however fast the machine.
       const file = pipeline(dir, log, [
-        task("a", "sleep(80); logBlock(block);", "maxWorkers: 2,"),
+        task(
+          "a",
+          `const logged = fs.existsSync(LOG) ? fs.readFileSync(LOG, "utf8").split("\\n").length - 1 : 0;
+          if (logged >= 4) while (!fs.existsSync(${JSON.stringify(release)})) sleep(10);
+          logBlock(block);`,
+          "maxWorkers: 2,",
+        ),
       ]);
       const tracking = path.join(dir, "tracking");
       const store = path.join(tracking, "a");
 
       const first = startCli(runArgs(file, tracking));
       await waitFor(() => readLog(log).length >= 4, "four blocks to finish");
-      first.child.kill("SIGINT");
+      await interruptHeld(first, release);
       const r1 = await first.result;
       expectInterrupted(r1);
       const ranFirst = loggedCells(log, "a");
@@ -285,11 +308,8 @@ describe("resume after failures", () => {
         "complete",
       ]);
       const last = a[3]!;
+      // How fast a fully resumed run is, is bench/'s business; here: it starts nothing.
       assert.deepEqual(last["workers"], [], "the fully resumed run started no worker");
-      assert.ok(
-        (last["seconds"] as number) < 2,
-        `a fully resumed run is fast (${last["seconds"]} s)`,
-      );
     },
   );
 });
@@ -323,7 +343,8 @@ describe("resource tracking", () => {
     const t0 = r.startedAt / 1000;
     const t1 = r.endedAt / 1000;
     for (const c of ALL_CELLS) {
-      assert.ok(wall[c]! > 0 && wall[c]! < 5, `wall_seconds[${c}] = ${wall[c]}`);
+      // Within the run's own span: a consistency check, not a bound on how long blocks take.
+      assert.ok(wall[c]! > 0 && wall[c]! <= t1 - t0, `wall_seconds[${c}] = ${wall[c]}`);
       assert.ok(Number.isFinite(cpu[c]) && cpu[c]! >= 0, `cpu_seconds[${c}] = ${cpu[c]}`);
       assert.ok(rss[c]! > 0n, `peak_rss_bytes[${c}] = ${rss[c]}`);
       assert.ok(workers.has(worker[c]!), `worker_id[${c}] = ${worker[c]}`);
@@ -340,12 +361,16 @@ describe("one writer per store", () => {
   }, async () => {
     const dir = newDir("concurrent");
     const log = path.join(dir, "blocks.log");
-    const file = pipeline(dir, log, [task("a", "sleep(200); logBlock(block);", "maxWorkers: 1,")]);
+    const release = path.join(dir, "release");
+    // The first run's block holds until the test releases it: that run certainly still holds
+    // the store when the second one starts.
+    const hold = `logBlock(block); while (!fs.existsSync(${JSON.stringify(release)})) sleep(10);`;
+    const file = pipeline(dir, log, [task("a", hold, "maxWorkers: 1,")]);
     const tracking = path.join(dir, "tracking");
     const store = path.join(tracking, "a");
     const first = startCli(runArgs(file, tracking));
     try {
-      await waitFor(() => readLog(log).length >= 1, "the first run to process a block");
+      await waitFor(() => readLog(log).length >= 1, "the first run to start a block");
       const before = readUint8(store, "done");
       const second = await runCli(runArgs(file, tracking));
       expectExit(second, 3);
@@ -356,7 +381,7 @@ describe("one writer per store", () => {
       assert.match(second.stderr, new RegExp(escape(store)));
       assert.ok(readUint8(store, "done").every((v, i) => v >= before[i]!), "nothing undone");
     } finally {
-      first.child.kill("SIGINT");
+      await interruptHeld(first, release);
     }
     const r1 = await first.result;
     expectInterrupted(r1);

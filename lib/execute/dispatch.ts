@@ -57,7 +57,11 @@ export class Dispatcher {
     }
     if (waiting > 0) {
       const ready = this.#source.available(t);
-      limit = Math.min(free, Math.max(1, Math.ceil((ready + held) / (waiting + 1)) - held));
+      const share = Math.ceil((ready + held) / (waiting + 1)) - held;
+      // An idle executor always gets a block; a busy one holding its share already gets none
+      // (else it takes one more on every pump while its siblings wait).
+      limit = Math.min(free, held === 0 ? Math.max(1, share) : share);
+      if (limit <= 0) return;
     }
     if (this.#source.available(t) === 0) return;
     // The buffer is taken only once a block needs it: pre-checks may skip everything ready.

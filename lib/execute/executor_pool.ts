@@ -77,11 +77,10 @@ export class ExecutorPool {
     if (idle >= available) return false;
     const restart = task.stats.workerFailures > task.stats.restarts;
     if (restart && task.stats.restarts >= task.config.maxWorkerRestarts) return false;
-    if (!budget.canAdmit(task.config.requires)) {
-      this.#freeBudgetFor(t);
-      return false;
-    }
-    return true;
+    if (budget.canAdmit(task.config.requires)) return true;
+    // Budget freed from idle executors of other tasks is used now, not on the next event.
+    this.#freeBudgetFor(t);
+    return budget.canAdmit(task.config.requires);
   }
 
   #spawn(t: number): void {
@@ -196,6 +195,9 @@ export class ExecutorPool {
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size === 0) return;
       if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
+      // A block whose asynchronous check has not answered may still need to run: retiring now
+      // would start a new executor (and its setup) for it moments later.
+      if (source.checking(t) > 0) return;
       // Keep idle executors while a sibling holds unstarted blocks they can take over.
       for (const e of task.executors) if (e.inFlight.size > 2) return;
       for (const executor of [...task.executors]) {
