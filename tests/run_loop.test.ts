@@ -447,7 +447,17 @@ describe("run loop: lost executors", () => {
     const a = rig.counters("a");
     assert.equal(a.phase, "abandoned");
     assert.deepEqual([a.failedAttempts, a.orphaned], [0, 3]);
-    assert.deepEqual(a.abandonReason, {
+    // Every worker failed its setup: the reason says so, with the setup's message.
+    assert.deepEqual(a.abandonReason, { kind: "setup-failed", message: "no GPU here" });
+  });
+
+  it("names the restart cap when workers also crashed, not only failed setup", () => {
+    const rig = RunRig.start([linearTask("a", 3, { maxWorkerRestarts: 1 })]);
+    rig.only("a").failSetup("no GPU here");
+    const e = rig.only("a");
+    e.becomeReady();
+    e.crash("segfault");
+    assert.deepEqual(rig.counters("a").abandonReason, {
       kind: "workers-failed",
       failures: 2,
       maxWorkerRestarts: 1,

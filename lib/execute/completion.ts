@@ -61,10 +61,19 @@ export class BlockCompletion {
   readonly #o: CompletionOptions;
   readonly #committing: number[];
   readonly #failures: BlockFailure[] = [];
+  #closed = false;
 
   constructor(options: CompletionOptions) {
     this.#o = options;
     this.#committing = options.layouts.map(() => 0);
+  }
+
+  /**
+   * The run has ended: a commit that settles later is durable but moves no counter (the block
+   * is found done, or its outputs adopted, by the next run).
+   */
+  close(): void {
+    this.#closed = true;
   }
 
   /** Permanently failed blocks of the run, with their last error. */
@@ -101,11 +110,13 @@ export class BlockCompletion {
     return pending.then(
       () => {
         this.#committing[task]!--;
+        if (this.#closed) return;
         this.#o.scheduler.succeed(task, position);
         this.#o.onSettled();
       },
       (error: unknown) => {
         this.#committing[task]!--;
+        if (this.#closed) return;
         try {
           this.failed(copy, {
             message: `Committing the block's outputs failed: ${messageOf(error)}`,

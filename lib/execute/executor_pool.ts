@@ -36,6 +36,8 @@ export interface ExecutorPoolOptions {
 export class ExecutorPool {
   readonly #o: ExecutorPoolOptions;
   readonly #stats = new Map<Executor, WorkerStats>();
+  /** Tasks whose every lost worker failed its setup, with the last setup error. */
+  readonly #onlySetupFailures = new Map<number, string>();
   #nextWorkerId = 0;
 
   constructor(options: ExecutorPoolOptions) {
@@ -119,7 +121,7 @@ export class ExecutorPool {
    * An executor is gone (crash, timeout, self-close, failed setup). The block it was running
    * fails this attempt (when `blockAtFault`); its other blocks return to the queue untouched.
    */
-  lost(executor: Executor, reason: string, blockAtFault: boolean): void {
+  lost(executor: Executor, reason: string, blockAtFault: boolean, setupFailure?: string): void {
     const { scheduler, completion, source, observer } = this.#o;
     const t = executor.task;
     const task = this.#o.tasks[t]!;
@@ -132,7 +134,13 @@ export class ExecutorPool {
     stats.endedAt = now / 1000;
     stats.exit = "crashed";
     stats.reason = reason;
-    if (scheduler.isRunning(t)) task.stats.workerFailures++;
+    if (scheduler.isRunning(t)) {
+      task.stats.workerFailures++;
+      if (setupFailure === undefined) this.#onlySetupFailures.delete(t);
+      else if (task.stats.workerFailures === 1 || this.#onlySetupFailures.has(t)) {
+        this.#onlySetupFailures.set(t, setupFailure);
+      }
+    }
     const queue = executor.inFlight;
     // Executors run blocks in the order sent: the running one is the oldest held. When the
     // executor cannot say, a lone block is the only one it can have been running.
@@ -243,11 +251,15 @@ export class ExecutorPool {
       if (!scheduler.isRunning(t) || task.stats.alive > 0) return;
       const owed = task.stats.workerFailures > task.stats.restarts;
       if (!owed || task.stats.restarts < task.config.maxWorkerRestarts) return;
-      const abandoned = scheduler.abandon(t, {
-        kind: "workers-failed",
-        failures: task.stats.workerFailures,
-        maxWorkerRestarts: task.config.maxWorkerRestarts,
-      });
+      const setup = this.#onlySetupFailures.get(t);
+      const abandoned = scheduler.abandon(
+        t,
+        setup !== undefined ? { kind: "setup-failed", message: setup } : {
+          kind: "workers-failed",
+          failures: task.stats.workerFailures,
+          maxWorkerRestarts: task.config.maxWorkerRestarts,
+        },
+      );
       for (const a of abandoned) {
         const reason = scheduler.snapshot(a).abandonReason;
         observer.notice?.(

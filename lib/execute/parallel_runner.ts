@@ -194,7 +194,7 @@ export class ParallelRun implements ExecutorEvents {
         `Task "${id}": setup failed in worker ${executor.id}: ${message}` +
           (stack ? `\n${indent(stack)}` : ""),
       );
-      this.#pool.lost(executor, `setup failed: ${message}`, false);
+      this.#pool.lost(executor, `setup failed: ${message}`, false, message);
       this.#pump();
     });
   }
@@ -324,6 +324,7 @@ export class ParallelRun implements ExecutorEvents {
     for (let t = 0; t < this.tasks.length; t++) this.#pool.retireAll(t);
     this.source.requeueWaiting();
     this.#finished = true;
+    this.completion.close();
     this.#teardown();
     if (this.#stopReason === null) this.scheduler.assertBalanced();
     const tasks = this.snapshots();
