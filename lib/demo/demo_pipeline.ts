@@ -21,14 +21,14 @@ import { mkdirSync } from "node:fs";
 import { cantorNumber } from "../blocks/block_id.ts";
 import type { Block, PipelineModule, RoiDefinition, TaskDefinition } from "../pipeline/spec.ts";
 import {
-  type ArrayMeta,
   ensureArray,
   ensureGroup,
-  openArray,
+  openArrayMetadata,
   readRegion,
   writeChunkRegion,
   writeFileAtomic,
-} from "./zarr_chunks.ts";
+  type ZarrArrayMetadata,
+} from "../zarr/mod.ts";
 
 export interface DemoOptions {
   /** Voxels per axis of the cubic volume (default 128). */
@@ -53,9 +53,9 @@ const NOISE = 24;
 /** The arrays of one demo volume; `setup` returns this as the `process` context. */
 export interface DemoArrays {
   readonly kind: "blockwise-demo-arrays";
-  readonly raw: ArrayMeta;
-  readonly smoothed: ArrayMeta;
-  readonly labels: ArrayMeta;
+  readonly raw: ZarrArrayMetadata;
+  readonly smoothed: ZarrArrayMetadata;
+  readonly labels: ZarrArrayMetadata;
 }
 
 export interface DemoPaths {
@@ -178,9 +178,9 @@ export function openDemoArrays(dir: string): DemoArrays {
   const paths = demoPaths(dir);
   return {
     kind: "blockwise-demo-arrays",
-    raw: openArray(paths.raw),
-    smoothed: openArray(paths.smoothed),
-    labels: openArray(paths.labels),
+    raw: openArrayMetadata(paths.raw),
+    smoothed: openArrayMetadata(paths.smoothed),
+    labels: openArrayMetadata(paths.labels),
   };
 }
 
@@ -439,7 +439,7 @@ export function connectedComponents(
 /** The block's chunk: its write ROI must be exactly one chunk (chunk shape = block shape). */
 function writeBlock(
   path: string,
-  meta: ArrayMeta,
+  meta: ZarrArrayMetadata,
   roi: RoiDefinition,
   data: Uint8Array | Uint32Array,
 ): void {
@@ -490,7 +490,8 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
     process(block: Block, context: unknown): void {
       const arrays = arraysFrom(context, dir);
       const { readRoi, writeRoi } = block;
-      const raw = readRegion(paths.raw, arrays.raw, readRoi.offset, readRoi.shape);
+      // raw is uint8 (ensured in setup), so its region is a Uint8Array.
+      const raw = readRegion(paths.raw, arrays.raw, readRoi.offset, readRoi.shape) as Uint8Array;
       const smoothed = boxFilter(raw, readRoi, writeRoi, r, size);
       writeBlock(paths.smoothed, arrays.smoothed, writeRoi, smoothed);
     },
@@ -509,7 +510,12 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
     process(block: Block, context: unknown): void {
       const arrays = arraysFrom(context, dir);
       const { readRoi, writeRoi } = block;
-      const smoothed = readRegion(paths.smoothed, arrays.smoothed, readRoi.offset, readRoi.shape);
+      const smoothed = readRegion(
+        paths.smoothed,
+        arrays.smoothed,
+        readRoi.offset,
+        readRoi.shape,
+      ) as Uint8Array;
       const mask = new Uint8Array(smoothed.length);
       let foreground = 0;
       for (let i = 0; i < smoothed.length; i++) {
