@@ -17,6 +17,7 @@
 
 import * as fs from "node:fs";
 import process from "node:process";
+import { HOST_LITTLE_ENDIAN } from "../zarr/endian.ts";
 import { runtimeName } from "./detect.ts";
 import { BUN_MAX_VIEW_BYTES, loadBunLibc } from "./mmap_bun.ts";
 import { denoFfiState, loadDenoLibc } from "./mmap_deno.ts";
@@ -349,8 +350,6 @@ function removeQuietly(path: string): void {
   }
 }
 
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
 const ELEMENT_CONSTRUCTORS: ReadonlySet<unknown> = new Set<unknown>([
   Uint8Array,
   Uint32Array,
@@ -403,7 +402,7 @@ class Mapping implements MappedFile {
     const c = ctor as unknown as ViewConstructor;
     const cached = this.#views.get(ctor);
     if (cached !== undefined) return cached as TypedViewOf<C>;
-    if (c.BYTES_PER_ELEMENT > 1 && !LITTLE_ENDIAN) {
+    if (c.BYTES_PER_ELEMENT > 1 && !HOST_LITTLE_ENDIAN) {
       throw new Error(
         `MappedFile.typed(${c.name}): the file "${this.path}" is little-endian but this host ` +
           `is big-endian; read it through a DataView`,
