@@ -20,11 +20,11 @@ import { FileSystemStore } from "@zarrita/storage";
 import { InputError } from "../lib/errors.ts";
 import { parseRoiArgument } from "../lib/cli/reset.ts";
 import { renderGridMap } from "../lib/tracking/grid_map.ts";
+import { findStores } from "../lib/tracking/find_stores.ts";
 import {
   BLOCK_DONE,
   BLOCK_FAILED,
   BLOCK_PENDING,
-  findStores,
   inspectStore,
   type StoreReport,
 } from "../lib/tracking/inspect.ts";
@@ -276,7 +276,8 @@ describe("blockwise status", () => {
     fs.writeFileSync(path.join(broken, "zarr.json"), "{ not json");
     const corrupt = cli(["status", broken]);
     assert.equal(corrupt.code, 3);
-    assert.match(corrupt.stderr, /zarr\.json cannot be read: not valid JSON/);
+    assert.match(corrupt.stderr, /zarr\.json is invalid: not valid JSON/);
+    assert.ok(corrupt.stderr.includes(`rm -rf ${broken}`), corrupt.stderr);
     const badAxis = cli(["status", store, "--slice", "9"]);
     assert.equal(badAxis.code, 2);
     assert.match(badAxis.stderr, /--slice 9 is out of range/);
