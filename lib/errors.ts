@@ -69,7 +69,7 @@ export function createFailureAdvice(error: unknown, target: string): string {
       return `a folder above ${target} does not exist and cannot be created there (ENOENT). Choose a path under a folder that exists`;
     case "EACCES":
     case "EPERM":
-      return `permission denied (${code}): this user may not write there. Choose a folder you can write to, or fix the permissions of ${target}'s parent`;
+      return `permission denied (${code}): this user may not create or write ${target}. Choose a folder you can write to, or fix the permissions of the folder above it`;
     case "EROFS":
       return `the file system holding ${target} is read-only (EROFS). Choose a folder on a writable file system`;
     case "ENOTDIR":
