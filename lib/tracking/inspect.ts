@@ -8,8 +8,9 @@
  * not of tracking cells: cells no block maps to are ignored.
  *
  * `StoreReport` is also the object `blockwise status --json` prints for each store, inside
- * `{"stores": [StoreReport, ...], "errors": [StoreFailureReport, ...]}`. Its keys are stable (fields
- * may be added, none renamed):
+ * `{"stores": [StoreReport, ...], "errors": [StoreFailureReport, ...]}` (`errors`: the stores
+ * the validator refused, each `{path, error}`). Its keys are stable (fields may be added, none
+ * renamed):
  *
  * ```
  * {

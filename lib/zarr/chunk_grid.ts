@@ -15,7 +15,10 @@ export interface ElementBox {
   readonly shape: readonly number[];
 }
 
-/** The chunk key of `coords`: `c/1/2` (default), `1.2` (v2); a 0-d array's only chunk is `c` or `0`. */
+/**
+ * The chunk key of `coords`: `c/1/2` (default), `1.2` (v2); a 0-d array's only chunk is `c`
+ * (default) or `0` (v2).
+ */
 export function chunkKey(encoding: ChunkKeyEncoding, coords: readonly number[]): string {
   const parts = coords.map(String);
   if (encoding.name === "default") return ["c", ...parts].join(encoding.separator);

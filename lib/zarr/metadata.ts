@@ -340,7 +340,7 @@ export function parseV2ArrayMetadata(
     chunkShape: chunks!,
     shardShape: null,
     chunkKeyEncoding: { name: "v2", separator: separator as "." | "/" },
-    // A null fill value leaves missing chunks undefined; reading them as 0 is what zarr-python does.
+    // A null fill value leaves missing chunks undefined; zarr-python reads them as 0.
     fillValue: fill === null ? 0 : fillOf(dtype, fill, fail),
     encoding: encoders.length === 0 ? null : `filters/compressor ${encoders.join(", ")}`,
     attributes,
