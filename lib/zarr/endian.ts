@@ -4,7 +4,7 @@
  * host's order, so every reader and writer swaps (or refuses) the same way.
  */
 
-/** True when this host stores multi-byte numbers little-endian (all platforms Bun and Deno ship). */
+/** True when this host stores multi-byte numbers little-endian (every Bun and Deno platform). */
 export const HOST_LITTLE_ENDIAN: boolean = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /** Reverse the bytes of every `itemSize`-byte element of `bytes`, in place. */
