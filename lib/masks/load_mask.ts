@@ -13,7 +13,7 @@ import { readFile, stat } from "node:fs/promises";
 import { basename, dirname, resolve } from "node:path";
 import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
-import { InputError, messageOf } from "../errors.ts";
+import { errorCode, InputError, messageOf } from "../errors.ts";
 import { readNpyFile } from "./npy.ts";
 
 /** One byte per mask element (1 = nonzero), with where it came from. */
@@ -96,7 +96,7 @@ export async function loadMaskFile(path: string): Promise<MaskArray> {
   try {
     info = await stat(path);
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
+    const code = errorCode(error);
     throw new InputError(
       code === "ENOENT" || code === "ENOTDIR"
         ? `${where}: it does not exist. Check the path (relative paths in a pipeline resolve against the pipeline file's folder).`
@@ -234,7 +234,7 @@ async function readJson(path: string, where: string): Promise<unknown> {
   try {
     text = await readFile(path, "utf-8");
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
+    const code = errorCode(error);
     if (code === "ENOENT" || code === "ENOTDIR") return undefined;
     throw new InputError(`${where}: cannot read ${basename(path)} (${messageOf(error)}).`);
   }

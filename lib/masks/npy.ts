@@ -11,7 +11,7 @@
  */
 
 import { readFile } from "node:fs/promises";
-import { InputError, isRecord } from "../errors.ts";
+import { errorCode, InputError, isRecord, messageOf } from "../errors.ts";
 import { HOST_LITTLE_ENDIAN, swapBytes, writeFileAtomic } from "../zarr/mod.ts";
 
 export type NpyDtype =
@@ -97,11 +97,11 @@ export async function readNpyFile(path: string): Promise<NpyArray> {
   try {
     bytes = await readFile(path);
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
+    const code = errorCode(error);
     throw new InputError(
       code === "ENOENT"
         ? `Cannot read mask "${path}": the file does not exist. Check the path.`
-        : `Cannot read mask "${path}": ${error instanceof Error ? error.message : String(error)}`,
+        : `Cannot read mask "${path}": ${messageOf(error)}`,
     );
   }
   return parseNpy(bytes, path);
