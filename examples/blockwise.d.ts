@@ -66,6 +66,43 @@ export type SkipMask =
   | readonly (readonly unknown[])[]
   | { data: ArrayLike<number> | ArrayLike<boolean>; shape: readonly number[] };
 
+/** Plain data, what params may hold. */
+export type Json = null | boolean | number | string | readonly Json[] | {
+  readonly [key: string]: Json;
+};
+
+/**
+ * A declared output of a task:
+ * - { path }: a file (or folder) per block; the path must contain {block_id}, {index} or
+ *   {write_offset} and may use every placeholder of command except {attempt};
+ * - { zarr }: a Zarr v2 or v3 array (its folder) that many blocks write, each the chunk files
+ *   (or shards) its write ROI covers; write ROIs must be aligned to the array's chunks. offset
+ *   is the array index of coordinate 0 on each axis (default 0).
+ * Relative paths resolve against the pipeline file's folder.
+ */
+export type Output = { path: string } | { zarr: string; offset?: readonly number[] };
+
+/**
+ * External data blocks read, fingerprinted into each block's provenance: a file, or the chunks
+ * of a Zarr array under the block's read ROI; by size and modification time (the default) or
+ * by content.
+ */
+export type Input =
+  | { path: string; compare?: "mtime" | "content" }
+  | { zarr: string; compare?: "mtime" | "content"; offset?: readonly number[] };
+
+/** The third argument of process. */
+export interface BlockContext {
+  /**
+   * For each declared output, where this block writes it: a staging path (a file path, or for
+   * a Zarr output a folder holding a copy of the array's metadata, to open as the array). It is
+   * hashed and moved into place after process returns.
+   */
+  readonly outputs: Readonly<Record<string, string>>;
+  /** The task's params, or {}. */
+  readonly params: Readonly<Record<string, Json>>;
+}
+
 /**
  * One task of a pipeline: a total ROI cut into blocks, and either a process function (run in
  * Web Workers) or a command (one program run per block). Context is what setup returns and
@@ -115,19 +152,21 @@ export interface Task<Context = unknown> {
   upstream?: readonly string[];
   /**
    * Processes one block, in a Web Worker; may be async. Throwing fails this attempt (it is
-   * retried up to maxRetries). context is what setup returned (undefined without setup).
-   * Give exactly one of process and command.
+   * retried up to maxRetries). context is what setup returned (undefined without setup);
+   * outputs and params come in the third argument. Give exactly one of process and command.
    */
-  process?(block: Block, context: Context): unknown;
+  process?(block: Block, context: Context, block_context: BlockContext): unknown;
   /** Runs once per worker before its first block; its result is handed to process. */
   setup?(): Context | Promise<Context>;
   /**
    * A program to run per block instead of process: argv, the program first. These
    * placeholders are replaced in every argument (vectors are joined by commas, e.g. "0,64,128"):
    *   {task_id} {block_id} {index} {read_offset} {read_shape} {write_offset} {write_shape}
+   *   {attempt}, and {output:NAME} for each declared output (where to write it)
    * The program also gets the environment variables BLOCKWISE_TASK_ID, BLOCKWISE_BLOCK_ID,
    * BLOCKWISE_INDEX, BLOCKWISE_READ_OFFSET, BLOCKWISE_READ_SHAPE, BLOCKWISE_WRITE_OFFSET,
-   * BLOCKWISE_WRITE_SHAPE and BLOCKWISE_ATTEMPT. A nonzero exit status fails the attempt.
+   * BLOCKWISE_WRITE_SHAPE, BLOCKWISE_ATTEMPT and BLOCKWISE_OUTPUT_<NAME> for each output. A
+   * nonzero exit status fails the attempt.
    * Example: ["python3", "export.py", "--offset", "{write_offset}", "--shape", "{write_shape}"].
    */
   command?: readonly string[];
@@ -151,6 +190,30 @@ export interface Task<Context = unknown> {
   resourceTracking?: boolean;
   /** Blocks to skip in this run; default none. See SkipMask. */
   skipMask?: SkipMask;
+  /**
+   * Named outputs, committed atomically per block (staged, hashed, renamed into place, then
+   * recorded in the store's manifest). Needs a tracking store. See Output.
+   */
+  outputs?: Record<string, Output>;
+  /**
+   * Bump it when a change of the code changes its results: every block made with another
+   * version is stale and runs again. Fields like maxWorkers or timeout never make anything stale.
+   */
+  version?: string;
+  /** Parameters that change results; a block made with other params is stale. Plain data. */
+  params?: Record<string, Json>;
+  /** External data the blocks read; a block whose inputs changed is stale. See Input. */
+  inputs?: readonly Input[];
+  /**
+   * Failed attempts, over all runs, after which a block is left alone (quarantined) until
+   * reset --failed or --force; default: failed blocks are retried every run.
+   */
+  quarantineAfter?: number;
+  /**
+   * Delete each block's outputs once every block reading them has committed (needs outputs);
+   * a deleted temporary never makes anything stale, and is rebuilt only when a reader must run.
+   */
+  temporary?: boolean;
 }
 
 /** What a pipeline file exports by default. */

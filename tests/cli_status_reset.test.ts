@@ -20,11 +20,11 @@ import { FileSystemStore } from "@zarrita/storage";
 import { InputError } from "../lib/errors.ts";
 import { parseRoiArgument } from "../lib/cli/reset.ts";
 import { renderGridMap } from "../lib/tracking/grid_map.ts";
+import { findStores } from "../lib/tracking/find_stores.ts";
 import {
   BLOCK_DONE,
   BLOCK_FAILED,
   BLOCK_PENDING,
-  findStores,
   inspectStore,
   type StoreReport,
 } from "../lib/tracking/inspect.ts";
@@ -148,7 +148,8 @@ function takeCalls(p: Pipeline): string[] {
 function statusJson(target: string): StoreReport[] {
   const r = cli(["status", target, "--json"]);
   assert.equal(r.code, 0, r.stderr);
-  const parsed = JSON.parse(r.stdout) as { stores: StoreReport[] };
+  const parsed = JSON.parse(r.stdout) as { stores: StoreReport[]; errors: unknown[] };
+  assert.deepEqual(parsed.errors, []);
   return parsed.stores;
 }
 
@@ -276,7 +277,8 @@ describe("blockwise status", () => {
     fs.writeFileSync(path.join(broken, "zarr.json"), "{ not json");
     const corrupt = cli(["status", broken]);
     assert.equal(corrupt.code, 3);
-    assert.match(corrupt.stderr, /zarr\.json cannot be read: not valid JSON/);
+    assert.match(corrupt.stderr, /zarr\.json is invalid: not valid JSON/);
+    assert.ok(corrupt.stderr.includes(`rm -rf ${broken}`), corrupt.stderr);
     const badAxis = cli(["status", store, "--slice", "9"]);
     assert.equal(badAxis.code, 2);
     assert.match(badAxis.stderr, /--slice 9 is out of range/);
@@ -331,6 +333,120 @@ describe("status of a tracking directory with several stores", () => {
       const records = readRunRecords(s.path).records.filter((x) => x["kind"] === "reset");
       assert.equal(records.length, 1);
       assert.equal(records[0]?.["mode"], "all");
+    }
+  });
+});
+
+/** Every file under `dir` and its bytes, to show a command changed nothing. */
+function snapshot(dir: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const walk = (rel: string) => {
+    for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+      const r = path.join(rel, e.name);
+      if (e.isDirectory()) walk(r);
+      else out.set(r, fs.readFileSync(path.join(dir, r)).toString("base64"));
+    }
+  };
+  walk("");
+  return out;
+}
+
+/** The text of the last `error: ...` of a command's stderr (to the end). */
+function errorText(stderr: string): string {
+  const at = stderr.lastIndexOf("error: ");
+  assert.ok(at >= 0, `no error in: ${stderr}`);
+  return stderr.slice(at + "error: ".length).trimEnd();
+}
+
+describe("a damaged store in a tracking directory", () => {
+  // "segment" has 54 blocks, all done: before the validator was shared, a run skipped them all
+  // and exited 0 although status refused the store.
+  const p = writePipeline("damaged", [
+    { id: "extract", total: [30, 30], write: [10, 10] },
+    { id: "segment", total: [60, 90], write: [10, 10] },
+  ]);
+  const broken = () => path.join(p.tracking, "segment");
+  const healthy = () => path.join(p.tracking, "extract");
+  const REASON =
+    /^Tracking store at (\S+) is damaged: Zarr array metadata \S+done\/zarr\.json is not a Zarr v3 array document/;
+  before(() => {
+    fs.rmSync(p.flag);
+    const first = run(p);
+    assert.equal(first.code, 0, first.stderr);
+    takeCalls(p);
+    fs.writeFileSync(path.join(broken(), "done", "zarr.json"), "{}");
+  });
+
+  it("status shows the healthy store, then names the damaged one with what is wrong and the fix; exit 3", () => {
+    const r = cli(["status", p.tracking]);
+    assert.equal(r.code, 3, r.stderr);
+    assert.match(
+      r.stdout,
+      /^2 tracking stores: 9\/9 blocks done, 0 failed; 1 cannot be read \(see below\)\n/,
+    );
+    assert.match(r.stdout, new RegExp(`task "extract"  ${healthy()}`));
+    assert.doesNotMatch(r.stdout, /task "segment"/);
+    const message = errorText(r.stderr);
+    assert.match(message, REASON);
+    assert.equal(REASON.exec(message)?.[1], broken());
+    assert.ok(message.endsWith(`Delete it to start fresh:\n    rm -rf ${broken()}`), message);
+    assert.doesNotMatch(r.stderr, /internal error/);
+  });
+
+  it("status --json carries the healthy report and an errors entry with the same message; exit 3", () => {
+    const r = cli(["status", p.tracking, "--json"]);
+    assert.equal(r.code, 3, r.stderr);
+    const parsed = JSON.parse(r.stdout) as {
+      stores: StoreReport[];
+      errors: { path: string; error: string }[];
+    };
+    assert.deepEqual(parsed.stores.map((s) => s.task), ["extract"]);
+    assert.equal(parsed.stores[0]?.done, 9);
+    assert.deepEqual(parsed.errors.map((e) => e.path), [broken()]);
+    assert.equal(parsed.errors[0]?.error, errorText(cli(["status", p.tracking]).stderr));
+    assert.equal(r.stderr, "", "--json reports the damaged store in the JSON only");
+  });
+
+  it("status --json of healthy stores has an empty errors list", () => {
+    const r = cli(["status", healthy(), "--json"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual((JSON.parse(r.stdout) as { errors: unknown[] }).errors, []);
+  });
+
+  it("run, reset and migrate refuse it with exit 3 and the same message, changing nothing", () => {
+    const message = errorText(cli(["status", broken()]).stderr);
+    assert.match(message, REASON);
+    const before = snapshot(p.tracking);
+    const commands = [
+      ["run", p.file, "--tracking-dir", p.tracking, "--no-progress"],
+      ["reset", p.tracking, "--yes"],
+      ["reset", broken(), "--yes"],
+      ["migrate", broken(), "--pipeline", p.file, "--task", "segment"],
+    ];
+    for (const args of commands) {
+      const r = cli(args);
+      assert.equal(r.code, 3, `${args.join(" ")}: ${r.stderr}`);
+      assert.equal(errorText(r.stderr), message, args.join(" "));
+      assert.deepEqual(takeCalls(p), [], `${args[0]}: no block ran`);
+      assert.deepEqual(snapshot(p.tracking), before, `${args.join(" ")} changed nothing`);
+    }
+  });
+
+  it("a folder with a store's files whose zarr.json is not a blockwise group is named, not skipped", () => {
+    const odd = path.join(p.tracking, "odd");
+    fs.cpSync(healthy(), odd, { recursive: true });
+    try {
+      fs.writeFileSync(path.join(odd, "zarr.json"), "{}");
+      const r = cli(["status", p.tracking, "--json"]);
+      assert.equal(r.code, 3, r.stderr);
+      const parsed = JSON.parse(r.stdout) as { errors: { path: string; error: string }[] };
+      assert.deepEqual(parsed.errors.map((e) => e.path), [odd, broken()]);
+      assert.match(
+        parsed.errors[0]!.error,
+        /has a zarr\.json without attributes\.blockwise\.task_hash/,
+      );
+    } finally {
+      fs.rmSync(odd, { recursive: true, force: true });
     }
   });
 });

@@ -17,7 +17,7 @@ import {
   ensureDemoArrays,
   type LabelStats,
 } from "../lib/demo/demo_pipeline.ts";
-import { openArray, readRegion } from "../lib/demo/zarr_chunks.ts";
+import { openArrayMetadata as openArray, readRegion } from "../lib/zarr/mod.ts";
 
 const root = mkdtempSync(join(tmpdir(), "blockwise-demo-"));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -48,7 +48,7 @@ function blocksOf(task: TaskDefinition): Block[] {
 function runAll(pipeline: PipelineModule, withSetup = true): void {
   for (const task of pipeline.tasks) {
     const context = withSetup ? task.setup?.() : undefined;
-    for (const block of blocksOf(task)) task.process!(block, context);
+    for (const block of blocksOf(task)) task.process!(block, context, { outputs: {}, params: {} });
   }
 }
 
@@ -59,7 +59,8 @@ function task(pipeline: PipelineModule, id: string): TaskDefinition {
 }
 
 function readVolume(path: string, size: number): ArrayLike<number> {
-  return readRegion(path, openArray(path), [0, 0, 0], [size, size, size]);
+  // The demo's arrays are uint8 and uint32: number elements.
+  return readRegion(path, openArray(path), [0, 0, 0], [size, size, size]) as Uint32Array;
 }
 
 /** Naive whole-volume reference: mean of the in-volume voxels of the 5x5x5 window. */
@@ -156,14 +157,13 @@ function checkDemo(size: number, block: number): void {
       openArray(paths.labels),
       b.writeRoi.offset,
       b.writeRoi.shape,
-    );
-    const mask = readRegion(
+    ) as Uint32Array;
+    const mask = (readRegion(
       paths.smoothed,
       openArray(paths.smoothed),
       b.writeRoi.offset,
       b.writeRoi.shape,
-    )
-      .map((v) => (v > DEMO_THRESHOLD ? 1 : 0));
+    ) as Uint8Array).map((v) => (v > DEMO_THRESHOLD ? 1 : 0));
     const components = connectedComponents(mask, b.writeRoi.shape);
     const distinct = new Set<number>();
     let fg = 0;
@@ -238,7 +238,9 @@ describe("demo pipeline", () => {
     const pipeline = createDemoPipeline(dir, { size: 16, block: 8 });
     ensureDemoArrays(dir, { size: 16, block: 8 });
     for (const t of pipeline.tasks) {
-      for (const block of blocksOf(t).reverse()) t.process!(block, undefined);
+      for (const block of blocksOf(t).reverse()) {
+        t.process!(block, undefined, { outputs: {}, params: {} });
+      }
     }
     const paths = demoPaths(dir);
     const raw = readVolume(paths.raw, 16);

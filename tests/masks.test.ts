@@ -174,7 +174,7 @@ describe("npy files", () => {
 
   test("a 1-d shape is written as a one-element tuple and files round trip on disk", async () => {
     const path = fresh("a.npy");
-    await writeNpyFile(path, { dtype: "int32", shape: [3], data: new Int32Array([1, -2, 3]) });
+    writeNpyFile(path, { dtype: "int32", shape: [3], data: new Int32Array([1, -2, 3]) });
     const back = await readNpyFile(path);
     assert.deepEqual(back.shape, [3]);
     assert.deepEqual(Array.from(back.data as Int32Array), [1, -2, 3]);

@@ -6,14 +6,13 @@
 
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { StoreError } from "../lib/errors.ts";
-import { runtimeName } from "../lib/runtime/detect.ts";
 import {
   acquireStoreLock,
   CORRUPT_STALE_MS,
@@ -22,11 +21,16 @@ import {
   isHolderAlive,
   LOCK_FILE,
   type LockHolder,
+  type LockStep,
   readStoreLock,
 } from "../lib/tracking/lock.ts";
+import { exited, startFixture } from "./fixtures/tracking/harness.ts";
 
 const HOLD_FIXTURE = fileURLToPath(new URL("./fixtures/lock/hold_lock.ts", import.meta.url));
 const FILL_FIXTURE = fileURLToPath(new URL("./fixtures/lock/fill_lock.ts", import.meta.url));
+const STOP_FIXTURE = fileURLToPath(
+  new URL("./fixtures/tracking/stop_in_lock.ts", import.meta.url),
+);
 const HOST = os.hostname();
 
 let root = "";
@@ -74,25 +78,6 @@ function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-/** The command that runs a fixture script under this same runtime, or null under Node. */
-function fixtureCommand(
-  script: string,
-  args: readonly string[],
-): { cmd: string; args: string[] } | null {
-  const runtime = runtimeName();
-  if (runtime === "bun") return { cmd: process.execPath, args: [script, ...args] };
-  if (runtime === "deno") {
-    return { cmd: process.execPath, args: ["run", "-A", "--quiet", script, ...args] };
-  }
-  return null;
-}
-
-function exited(child: ChildProcess): Promise<{ code: number | null; signal: string | null }> {
-  return new Promise((resolve) => {
-    child.on("close", (code, signal) => resolve({ code, signal }));
-  });
-}
-
 /** The pid of a process of this runtime that has run and exited (and been reaped). */
 async function deadPid(): Promise<number> {
   const child = spawn(process.execPath, ["--version"], { stdio: "ignore" });
@@ -100,39 +85,6 @@ async function deadPid(): Promise<number> {
   await exited(child);
   assert.ok(pid !== undefined && pid > 0);
   return pid;
-}
-
-/** Start a fixture and wait for its first output line; null when this runtime cannot. */
-async function startFixture(
-  script: string,
-  args: readonly string[],
-): Promise<{ child: ChildProcess; line: string; done: ReturnType<typeof exited> } | null> {
-  const command = fixtureCommand(script, args);
-  if (command === null) return null;
-  const child = spawn(command.cmd, command.args, { stdio: ["ignore", "pipe", "pipe"] });
-  const done = exited(child);
-  let stdout = "";
-  let stderr = "";
-  child.stderr?.setEncoding("utf8").on("data", (s: string) => (stderr += s));
-  const line = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`fixture printed nothing in 30 s; stderr: ${stderr}`));
-    }, 30_000);
-    child.stdout?.setEncoding("utf8").on("data", (s: string) => {
-      stdout += s;
-      const end = stdout.indexOf("\n");
-      if (end >= 0) {
-        clearTimeout(timer);
-        resolve(stdout.slice(0, end));
-      }
-    });
-    void done.then(({ code }) => {
-      clearTimeout(timer);
-      if (!stdout.includes("\n")) reject(new Error(`fixture exited (${code}); stderr: ${stderr}`));
-    });
-  });
-  return { child, line, done };
 }
 
 describe("acquireStoreLock", () => {
@@ -440,6 +392,138 @@ describe("takeover guard", () => {
     const guard = `${lockFile(dir)}.takeover`;
     fs.writeFileSync(guard, "");
     age(guard, GUARD_STALE_MS + 5_000);
+    const lock = acquireStoreLock(dir);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    assert.equal(fs.existsSync(guard), false);
+    lock.release();
+  });
+});
+
+describe("a process SIGKILLed inside lock handling", () => {
+  /**
+   * Run the stop_in_lock fixture on `dir` until it stops at `step`, SIGKILL it there, and
+   * return its pid: the store is left exactly as a run killed at that moment leaves it.
+   */
+  async function killAt(dir: string, step: LockStep, linkless = false): Promise<number | null> {
+    const started = await startFixture(STOP_FIXTURE, [
+      dir,
+      step,
+      ...(linkless ? ["linkless"] : []),
+    ]);
+    if (started === null) return null;
+    started.child.kill("SIGKILL");
+    const { signal } = await started.done;
+    assert.equal(started.line, `at ${step}`, "the fixture stopped where it was asked to");
+    assert.equal(signal, "SIGKILL");
+    return started.child.pid ?? null;
+  }
+
+  /** The files a killed creator left: creator (.new) and rename (.tmp) files. */
+  function leftovers(dir: string): string[] {
+    return fs.readdirSync(dir).filter((n) => /\.(new|tmp)$/.test(n));
+  }
+
+  it("killed before linking its lock: no lock, and the next run cleans its creator file", async (t) => {
+    const dir = storeDir();
+    const pid = await killAt(dir, "lock-creator-written");
+    if (pid === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+    assert.deepEqual(leftovers(dir).length, 1, "the killed run left its creator file");
+    assert.equal(inspectStoreLock(dir).state, "free");
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.deepEqual(notices, []);
+    assert.deepEqual(fs.readdirSync(dir), [LOCK_FILE], "nothing but the lock is left");
+    lock.release();
+  });
+
+  it("killed between creating and writing its lock (no hard links): taken over at once", async (t) => {
+    const dir = storeDir();
+    const pid = await killAt(dir, "lock-created-empty", true);
+    if (pid === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+    // A fresh, empty lock: only its creator file says who made it, and that run is gone.
+    assert.equal(fs.readFileSync(lockFile(dir), "utf8"), "");
+    assert.equal(leftovers(dir).length, 1);
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.equal(notices.length, 1);
+    assert.match(notices[0] ?? "", /^Took over a stale lock on .*blockwise\.lock was empty/);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    assert.deepEqual(fs.readdirSync(dir), [LOCK_FILE]);
+    lock.release();
+  });
+
+  it("a fresh empty lock whose creator still runs is refused, then taken over once it is killed", async (t) => {
+    const dir = storeDir();
+    const started = await startFixture(STOP_FIXTURE, [dir, "lock-created-empty", "linkless"]);
+    if (started === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+    try {
+      assert.equal(started.line, "at lock-created-empty");
+      assert.throws(
+        () => acquireStoreLock(dir),
+        refusedWith(/is being locked by another run: its lock file .* is empty/, dir),
+      );
+    } finally {
+      started.child.kill("SIGKILL");
+    }
+    await started.done;
+    const lock = acquireStoreLock(dir);
+    assert.equal(readStoreLock(dir)?.pid, process.pid);
+    lock.release();
+  });
+
+  for (
+    const [step, linkless] of [["guard-created", false], ["guard-created-empty", true]] as const
+  ) {
+    it(`killed inside a takeover (${step}): the next run takes the stale lock over`, async (t) => {
+      const dir = storeDir();
+      const dead = await deadPid();
+      writeHolder(dir, { pid: dead, host: HOST, started_at: "2026-01-01T00:00:00Z", command: "" });
+      const pid = await killAt(dir, step, linkless);
+      if (pid === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+      assert.ok(fs.existsSync(`${lockFile(dir)}.takeover`), "the killed run left its guard");
+      assert.equal(readStoreLock(dir)?.pid, dead, "the stale lock was not replaced yet");
+      const notices: string[] = [];
+      const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+      assert.match(notices[0] ?? "", new RegExp(`left by pid ${dead} .*no longer running$`));
+      assert.equal(readStoreLock(dir)?.pid, process.pid);
+      assert.deepEqual(fs.readdirSync(dir), [LOCK_FILE], "guard and creator files removed");
+      lock.release();
+    });
+  }
+
+  it("killed after replacing the stale lock, before removing the guard: taken over", async (t) => {
+    const dir = storeDir();
+    const dead = await deadPid();
+    writeHolder(dir, { pid: dead, host: HOST, started_at: "2026-01-01T00:00:00Z", command: "" });
+    const pid = await killAt(dir, "lock-replaced");
+    if (pid === null) return t.skip("needs a runtime that runs TypeScript fixtures");
+    assert.equal(readStoreLock(dir)?.pid, pid, "the killed run's lock replaced the stale one");
+    assert.ok(fs.existsSync(`${lockFile(dir)}.takeover`));
+    const notices: string[] = [];
+    const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+    assert.match(notices[0] ?? "", new RegExp(`left by pid ${pid} .*no longer running$`));
+    assert.deepEqual(fs.readdirSync(dir), [LOCK_FILE]);
+    lock.release();
+  });
+
+  it("a guard naming this very process is stale: it holds no guard between calls", () => {
+    const dir = storeDir();
+    writeHolder(dir, {
+      pid: 999_999_999,
+      host: HOST,
+      started_at: "2026-01-01T00:00:00Z",
+      command: "",
+    });
+    const guard = `${lockFile(dir)}.takeover`;
+    fs.writeFileSync(
+      guard,
+      JSON.stringify({
+        pid: process.pid,
+        host: HOST,
+        started_at: new Date().toISOString(),
+        command: "",
+      }),
+    );
     const lock = acquireStoreLock(dir);
     assert.equal(readStoreLock(dir)?.pid, process.pid);
     assert.equal(fs.existsSync(guard), false);

@@ -752,10 +752,10 @@ describe("crash injection (library)", () => {
     });
   }
 
-  // BUG (reported): TrackingStore.open does not recover an interrupted migration itself. After
-  // a crash between the two renames the store folder is missing, so open creates a fresh empty
-  // store; recoverInterruptedMigration later sees "a backup beside a store", takes it for a
-  // finished swap and deletes the backup, losing every mark.
+  // Regression: TrackingStore.open must recover an interrupted migration itself. After a crash
+  // between the two renames the store folder is missing; an open that created a fresh empty
+  // store there would make recoverInterruptedMigration take the backup for a finished swap and
+  // delete it, losing every mark.
   it('TrackingStore.open alone after a crash at "old-moved" keeps the old marks', async () => {
     const p = await prepareStore("crash-open", WIDE, "valid", false);
     const newL = layoutOf(WIDE, "valid", { shape: [15, 16, 10] });
@@ -778,9 +778,9 @@ describe("crash injection (library)", () => {
   });
 });
 
-// BUG (reported): moving readRoi and writeRoi by the same amount (same contexts, same totalRoi)
-// changes the hash but not the tiling; the store is "migrated" with a notice claiming growth on
-// no axis: `totalRoi grew on axis  from Roi(...) to Roi(...)` (the same ROI twice).
+// Regression: moving readRoi and writeRoi by the same amount (same contexts, same totalRoi)
+// changes the hash but not the tiling; the store must keep its marks without a notice claiming
+// growth on no axis (`totalRoi grew on axis  from Roi(...) to Roi(...)`, the same ROI twice).
 describe("a changed hash with an unchanged tiling", () => {
   it("is not reported as a grown totalRoi", async () => {
     const p = await prepareStore("moved", PLAIN, "valid", false);

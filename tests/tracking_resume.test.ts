@@ -15,6 +15,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import process from "node:process";
 import { readRunRecords } from "../lib/tracking/runs_log.ts";
 import {
   cellOf,
@@ -514,6 +515,71 @@ describe("where stores live", () => {
       assert.equal(fs.existsSync(path.join(store, "blockwise.lock")), false);
     },
   );
+});
+
+describe("an unusable tracking path", () => {
+  /** Exit 3 with one sentence naming `target` and a fix; no internal error, no block ran. */
+  function refusedCleanly(r: CliResult, log: string, target: string, why: RegExp): void {
+    expectExit(r, 3);
+    assert.doesNotMatch(r.stderr, /internal error|\n\s+at /, "no stack trace");
+    assert.match(r.stderr, new RegExp(`^error: .*${escape(target)}`, "m"));
+    assert.match(r.stderr, why);
+    assert.deepEqual(readLog(log), [], "no block ran");
+  }
+
+  it("--tracking-dir that is a file, or below a file, is refused with exit 3", async () => {
+    const dir = newDir("file-dir");
+    const log = path.join(dir, "blocks.log");
+    const file = pipeline(dir, log, [task("a", "logBlock(block);")]);
+    const plain = path.join(dir, "notes.txt");
+    fs.writeFileSync(plain, "keep me\n");
+    refusedCleanly(
+      await runCli(runArgs(file, plain)),
+      log,
+      plain,
+      /as the tracking directory \(--tracking-dir\): .*notes\.txt is a file, not a folder\. Choose a folder/,
+    );
+    const below = path.join(plain, "tracking");
+    refusedCleanly(
+      await runCli(runArgs(file, below)),
+      log,
+      below,
+      /notes\.txt, above it, is a file, not a folder/,
+    );
+    assert.equal(fs.readFileSync(plain, "utf8"), "keep me\n");
+  });
+
+  it("a task's own tracking path below a file is refused with exit 3", async () => {
+    const dir = newDir("file-own");
+    const log = path.join(dir, "blocks.log");
+    fs.writeFileSync(path.join(dir, "stores"), "a file where a folder should be\n");
+    const file = pipeline(dir, log, [task("a", "logBlock(block);", `tracking: "stores/a",`)]);
+    refusedCleanly(
+      await runCli(runArgs(file, null)),
+      log,
+      path.join(dir, "stores"),
+      /as the folder of tracking store a: .*stores is a file, not a folder/,
+    );
+  });
+
+  it("--tracking-dir where this user may not create folders is refused with exit 3", async () => {
+    const dir = newDir("readonly");
+    const log = path.join(dir, "blocks.log");
+    const file = pipeline(dir, log, [task("a", "logBlock(block);")]);
+    // As root a read-only mode does not stop writes; /sys refuses new folders to everyone
+    // (EPERM, or EROFS where it is mounted read-only).
+    const root = process.getuid?.() === 0;
+    const parent = root ? "/sys" : path.join(dir, "locked");
+    if (!root) fs.mkdirSync(parent, { mode: 0o555 });
+    const target = path.join(parent, `blockwise-test-${process.pid}`, "tracking");
+    refusedCleanly(
+      await runCli(runArgs(file, target)),
+      log,
+      target,
+      /Cannot create the tracking directory \(--tracking-dir\) .*: (permission denied \((EACCES|EPERM)\)|the file system .* is read-only \(EROFS\))/,
+    );
+    assert.equal(fs.existsSync(target), false);
+  });
 });
 
 describe("runs.jsonl", () => {

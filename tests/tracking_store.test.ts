@@ -18,6 +18,7 @@ import { StoreError } from "../lib/errors.ts";
 import { mmapSupport } from "../lib/runtime/mod.ts";
 import {
   DAISY_MARKER_DOMAIN,
+  readStoreMetadata,
   taskHash,
   TRACKING_DOMAIN,
   TrackingStore,
@@ -502,6 +503,74 @@ describe("refusals leave the store untouched", () => {
     assert.equal(fs.statSync(workerChunk).size, 0);
   });
 
+  it("an array document that is not the one written is refused (issue 12.6: done/zarr.json = {})", async () => {
+    const l = layout();
+    const edits: [string, (doc: Record<string, unknown>) => unknown, RegExp][] = [
+      ["done", () => ({}), /done\/zarr\.json is not a Zarr v3 array document/],
+      [
+        "failures",
+        (d) => ({ ...d, fill_value: 5 }),
+        /failures\/zarr\.json describes a uint32 array .* fill 5; expected a uint32 array .* fill 0/,
+      ],
+      [
+        "done",
+        (d) => ({ ...d, codecs: [{ name: "bytes" }, { name: "gzip" }] }),
+        /done\/zarr\.json describes .*codecs bytes, gzip/,
+      ],
+      ["done", (d) => ({ ...d, data_type: "uint16" }), /describes a uint16 array/],
+      ["failures", (d) => ({ ...d, shape: [4, 4] }), /of shape \[4, 4\]/],
+    ];
+    for (const [name, edit, pattern] of edits) {
+      const dir = await written(l, false);
+      const file = path.join(dir, name, "zarr.json");
+      fs.writeFileSync(file, JSON.stringify(edit(readJson(file))));
+      const message = await refused(dir, l, pattern, false);
+      assert.match(message, /^Tracking store at .* is damaged: /);
+      // The same message whichever command asks: the validator is shared.
+      assert.throws(
+        () => readStoreMetadata(dir),
+        (error: unknown) => error instanceof StoreError && error.message === message,
+      );
+    }
+  });
+
+  it("group metadata whose layout parameters or hash disagree with its ROIs is refused", async () => {
+    const l = layout();
+    const group = (dir: string) => path.join(dir, "zarr.json");
+    const edit = (dir: string, change: (b: Record<string, unknown>) => void) => {
+      const doc = readJson(group(dir)) as { attributes: { blockwise: Record<string, unknown> } };
+      change(doc.attributes.blockwise);
+      fs.writeFileSync(group(dir), JSON.stringify(doc));
+    };
+    const grid = await written(l, false);
+    edit(grid, (b) => ((b["layout"] as Record<string, unknown>)["grid_shape"] = [9, 9]));
+    await refused(
+      grid,
+      l,
+      /layout\.grid_shape is \[9,9\], which does not match its ROIs and fit \(expected \[4,3\]\)/,
+      false,
+    );
+    const hash = await written(l, false);
+    edit(hash, (b) => (b["task_hash"] = "0".repeat(64)));
+    await refused(hash, l, /task_hash 0{64} is not the hash of its layout/, false);
+    const format = await written(l, false);
+    edit(format, (b) => (b["format"] = "blockwise-tracking/9"));
+    await refused(
+      format,
+      l,
+      /format is "blockwise-tracking\/9", expected "blockwise-tracking\/1"/,
+      false,
+    );
+    const flag = await written(l, false);
+    edit(flag, (b) => (b["resource_tracking"] = true));
+    await refused(
+      flag,
+      l,
+      /resource tracking arrays are missing \(wall_seconds, .*returned_at\)/,
+      false,
+    );
+  });
+
   it("a missing chunk is refused", async () => {
     const l = layout();
     const dir = await written(l, false);
@@ -565,6 +634,41 @@ describe("resource tracking switched on later", () => {
     );
     assert.equal((wall.data as Float32Array)[4], 0.5);
     assert.ok(Number.isNaN((wall.data as Float32Array)[0]));
+  });
+});
+
+describe("resource arrays left half-added by a crash", () => {
+  it("are ignored without resource tracking and completed with it", async () => {
+    const dir = storePath();
+    const l = layout();
+    const a = await open(dir, l, false);
+    a.markDone(3);
+    a.close();
+    // What a run killed while adding the resource arrays leaves: some arrays, the flag still false.
+    for (
+      const spec of SEED_ARRAYS.filter((s) => s.name === "wall_seconds" || s.name === "worker_id")
+    ) {
+      const src = await open(storePath(), l, true);
+      src.close();
+      fs.cpSync(path.join(src.path, spec.name), path.join(dir, spec.name), { recursive: true });
+    }
+    const meta = readStoreMetadata(dir);
+    assert.equal(meta.resourceTracking, false);
+    assert.deepEqual(meta.arrays.map((s) => s.name), [
+      "done",
+      "failures",
+      "wall_seconds",
+      "worker_id",
+    ]);
+    const b = await open(dir, l, false);
+    assert.equal(b.isDone(3), true);
+    b.close();
+    const c = await open(dir, l, true);
+    assert.equal(c.isDone(3), true);
+    c.close();
+    const after = readStoreMetadata(dir);
+    assert.equal(after.resourceTracking, true);
+    assert.equal(after.attributes.resource_tracking, true);
   });
 });
 

@@ -3,18 +3,17 @@
  * task's current (grown) layout explicitly, or say what a migration would do.
  */
 
-import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
 import { buildPipelineGraph } from "../execute/mod.ts";
-import { InputError, StoreError } from "../errors.ts";
+import { deleteToStartFresh, InputError, StoreError } from "../errors.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import {
   acquireStoreLock,
   migrationRefusal,
   planMigration,
+  readStoreMetadata,
   recoverInterruptedMigration,
-  type StoreAttributes,
   storedLayoutOf,
   TrackingStore,
 } from "../tracking/mod.ts";
@@ -40,34 +39,28 @@ export async function migrateCommand(storePath: string, options: MigrateOptions)
   const layout = buildPipelineGraph(pipeline).layouts[t]!;
   const recovered = recoverInterruptedMigration(dir);
   if (recovered !== null) process.stderr.write(recovered + "\n");
-  const metaFile = path.join(dir, "zarr.json");
-  if (!fs.existsSync(metaFile)) {
-    throw new StoreError(`No tracking store at ${dir} (no zarr.json); check the path`, dir);
-  }
-  const meta = JSON.parse(fs.readFileSync(metaFile, "utf8")) as {
-    attributes?: { blockwise?: Partial<StoreAttributes> };
-  };
-  const stored = meta.attributes?.blockwise;
+  // The validator every command uses: a damaged store is refused here as by run and status.
+  const stored = readStoreMetadata(dir);
   const current = storedLayoutOf(layout);
   const out = (report: Record<string, unknown>, text: string) =>
     process.stdout.write(options.json === true ? JSON.stringify(report) + "\n" : text + "\n");
-  if (
-    stored?.task_hash !== undefined && JSON.stringify(stored.layout) === JSON.stringify(current)
-  ) {
+  if (JSON.stringify(stored.storedLayout) === JSON.stringify(current)) {
     out(
       { path: dir, action: "none", reason: "layout unchanged" },
       `${dir}: the layout is unchanged; nothing to migrate.`,
     );
     return 0;
   }
-  const refusal = migrationRefusal(stored?.layout, current);
+  const refusal = migrationRefusal(stored.storedLayout, current);
   if (refusal !== null) {
     throw new StoreError(
-      `Tracking store at ${dir} cannot be migrated to the layout of task "${options.task}": ${refusal}. Delete it to start fresh:\n    rm -rf ${dir}`,
+      `Tracking store at ${dir} cannot be migrated to the layout of task "${options.task}": ${refusal}. ${
+        deleteToStartFresh(dir)
+      }`,
       dir,
     );
   }
-  const plan = planMigration(dir, stored!.layout!, current);
+  const plan = planMigration(dir, stored.storedLayout, current);
   const report = {
     path: dir,
     action: options.dryRun === true ? "would-migrate" : "migrated",
@@ -94,7 +87,7 @@ export async function migrateCommand(storePath: string, options: MigrateOptions)
     const store = await TrackingStore.open(dir, {
       taskId: options.task,
       layout,
-      resourceTracking: stored?.resource_tracking === true,
+      resourceTracking: stored.attributes.resource_tracking,
       onNotice: () => {},
     });
     store.close();

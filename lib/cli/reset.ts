@@ -30,14 +30,9 @@ import { InputError, messageOf, StoreError } from "../errors.ts";
 import type { Roi } from "../geometry/mod.ts";
 import { type MappedFile, openMapped } from "../runtime/mod.ts";
 import { fillPattern, itemSize, type TrackingArraySpec } from "../tracking/arrays.ts";
-import {
-  chunkPath,
-  findStores,
-  forEachBlockRun,
-  type GridBox,
-  readStoreMetadata,
-  type StoreMetadata,
-} from "../tracking/inspect.ts";
+import { forEachBlockRun, type GridBox } from "../tracking/block_runs.ts";
+import { findStores } from "../tracking/find_stores.ts";
+import { chunkPath, readStoreMetadata, type StoreMetadata } from "../tracking/store_metadata.ts";
 import { acquireStoreLock, type StoreLock } from "../tracking/lock.ts";
 import { appendRunRecord } from "../tracking/runs_log.ts";
 import { VERSION } from "../version.ts";

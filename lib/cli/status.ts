@@ -4,13 +4,17 @@
  * holds a store.
  *
  * PATH is one task's store or a tracking directory (every store in it). `--json` prints
- * `{"stores": [StoreReport, ...]}` (schema in lib/tracking/inspect.ts). `--map` draws each
- * task's block grid (lib/tracking/grid_map.ts); `--axis` / `--slice` choose the projection or
- * slice of a 3-D or larger grid and imply `--map`.
+ * `{"stores": [StoreReport, ...], "errors": [{path, error}, ...]}` (schema in
+ * lib/tracking/inspect.ts). `--map` draws each task's block grid (lib/tracking/grid_map.ts);
+ * `--axis` / `--slice` choose the projection or slice of a 3-D or larger grid and imply `--map`.
+ *
+ * Every store is checked by the validator `run`, `reset` and `migrate` use. A store it refuses
+ * does not hide the others: the readable ones are reported, then each refused one is named on
+ * stderr with what is wrong and how to fix it (in `--json`, under `errors`).
  *
  * Exit codes: 0 whatever the blocks' states; 2 when PATH does not exist or `--axis` / `--slice`
- * is out of range; 3 when PATH is not a store or a tracking directory, or a store's metadata or
- * chunk files cannot be read.
+ * is out of range; 3 when PATH is not a store or a tracking directory, or any store's metadata
+ * or chunk files cannot be read (after reporting the others).
  */
 
 import process from "node:process";
@@ -19,7 +23,9 @@ import { roiToString } from "../geometry/mod.ts";
 import { formatBytes } from "../report/utilization.ts";
 import { formatCount, formatShape } from "../report/table.ts";
 import { renderGridMap } from "../tracking/grid_map.ts";
-import { findStores, inspectStoreStates, type StoreReport } from "../tracking/inspect.ts";
+import { findStores } from "../tracking/find_stores.ts";
+import { inspectStores, type StoreReport } from "../tracking/inspect.ts";
+import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
 import { LineWriter } from "./output.ts";
 
 export interface StatusOptions {
@@ -135,14 +141,16 @@ export function formatStoreReport(r: StoreReport): string[] {
 }
 
 export async function statusCommand(target: string, options: StatusOptions): Promise<number> {
-  const stores = findStores(target);
   const map = options.map === true || options.axis !== undefined || options.slice !== undefined;
-  const inspections = stores.map((s) => inspectStoreStates(s));
+  const { inspections, failures } = inspectStores(findStores(target), map);
+  const exitCode = failures.length > 0 ? EXIT_STORE_REFUSED : EXIT_OK;
   const out = new LineWriter();
   if (options.json) {
-    await out.line(JSON.stringify({ stores: inspections.map((i) => i.report) }, null, 2));
+    await out.line(
+      JSON.stringify({ stores: inspections.map((i) => i.report), errors: failures }, null, 2),
+    );
     await out.flush();
-    return 0;
+    return exitCode;
   }
   // Render every map first, so a bad --axis/--slice fails before anything is printed.
   const color = process.stdout.isTTY === true && process.env["NO_COLOR"] === undefined;
@@ -160,14 +168,16 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
       )
       : null
   );
-  if (stores.length > 1) {
+  const stores = inspections.length + failures.length;
+  if (stores > 1) {
     const total = inspections.reduce((n, i) => n + i.report.blocks, 0);
     const done = inspections.reduce((n, i) => n + i.report.done, 0);
     const failed = inspections.reduce((n, i) => n + i.report.failed, 0);
     await out.line(
-      `${plural(stores.length, "tracking store")}: ${formatCount(done)}/${
+      `${plural(stores, "tracking store")}: ${formatCount(done)}/${
         formatCount(total)
-      } blocks done, ${formatCount(failed)} failed`,
+      } blocks done, ${formatCount(failed)} failed` +
+        (failures.length > 0 ? `; ${formatCount(failures.length)} cannot be read (see below)` : ""),
     );
     await out.line("");
   }
@@ -181,5 +191,7 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
     }
   }
   await out.flush();
-  return 0;
+  // Refused stores last, on stderr like any error, each with the validator's reason and fix.
+  for (const f of failures) process.stderr.write(`error: ${f.error}\n`);
+  return exitCode;
 }

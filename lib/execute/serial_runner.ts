@@ -127,8 +127,9 @@ export async function runSerial(
       };
       let failure: { message: string; stack?: string } | null = null;
       try {
-        if (task.kind === "process") await task.process(block, context);
-        else await runCommandBlock(task.command, block, { cwd: task.cwd });
+        if (task.kind === "process") {
+          await task.process(block, context, { outputs: {}, params: task.params ?? {} });
+        } else await runCommandBlock(task.command, block, { cwd: task.cwd });
       } catch (error) {
         failure = errorParts(error);
       }

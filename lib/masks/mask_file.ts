@@ -1,14 +1,23 @@
 /**
  * Writing a block-grid mask file: a `.npy` (uint8, C order) or a Zarr v3 array directory ending
  * in `.zarr` (uint8, one chunk covering the whole grid, `bytes` codec, so numpy, zarr-python and
- * zarrita all read it, and blockwise reads it back as a skip mask). The file appears complete or
- * not at all: it is written under a temporary name beside the target and renamed into place.
+ * zarrita all read it, and blockwise reads it back as a skip mask), written by lib/zarr. The file
+ * appears complete or not at all: it is written under a temporary name beside the target and
+ * renamed into place.
  */
 
-import { mkdir, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
-import { randomUUID } from "node:crypto";
-import { basename, dirname, join } from "node:path";
+import { readdir, rename, rm, stat } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { InputError } from "../errors.ts";
+import {
+  arrayDocument,
+  chunkFile,
+  documentText,
+  fsyncDirectory,
+  hiddenSibling,
+  metadataOf,
+  writeFileDurable,
+} from "../zarr/mod.ts";
 import { writeNpyFile } from "./npy.ts";
 
 export type MaskFileFormat = "npy" | "zarr";
@@ -63,33 +72,27 @@ export async function writeBlockMask(
 ): Promise<void> {
   const format = await checkMaskOutput(path);
   if (format === "npy") {
-    await writeNpyFile(path, { dtype: "uint8", shape: gridShape, data: cells });
+    writeNpyFile(path, { dtype: "uint8", shape: gridShape, data: cells });
     return;
   }
   const target = path.replace(/[/\\]+$/, "");
-  const temporary = join(dirname(target), `.${basename(target)}.tmp-${randomUUID()}`);
+  const temporary = hiddenSibling(target, "writing");
   try {
-    await mkdir(temporary);
-    const chunkShape = gridShape.map((g) => Math.max(1, g));
-    const meta = {
-      zarr_format: 3,
-      node_type: "array",
+    const options = {
       shape: gridShape,
-      data_type: "uint8",
-      chunk_grid: { name: "regular", configuration: { chunk_shape: chunkShape } },
-      chunk_key_encoding: { name: "default", configuration: { separator: "/" } },
-      fill_value: 0,
-      codecs: [{ name: "bytes" }],
+      chunkShape: gridShape.map((g) => Math.max(1, g)),
+      dtype: "uint8" as const,
+      fillValue: 0,
       attributes,
     };
-    await writeFile(join(temporary, "zarr.json"), JSON.stringify(meta, null, 2) + "\n");
+    const meta = metadataOf(options);
+    writeFileDurable(join(temporary, "zarr.json"), documentText(arrayDocument(options)));
     if (cells.length > 0) {
-      const chunkDir = join(temporary, "c", ...gridShape.slice(0, -1).map(() => "0"));
-      await mkdir(chunkDir, { recursive: true });
-      await writeFile(join(chunkDir, "0"), cells);
+      writeFileDurable(chunkFile(temporary, meta, gridShape.map(() => 0)), cells);
     }
     if ((await statOrNull(target)) !== null) await rm(target, { recursive: true, force: true });
     await rename(temporary, target);
+    fsyncDirectory(dirname(target));
   } catch (error) {
     await rm(temporary, { recursive: true, force: true });
     throw error;

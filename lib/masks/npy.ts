@@ -10,9 +10,9 @@
  * data is returned in the host's order.
  */
 
-import { readFile, rename, rm, writeFile } from "node:fs/promises";
-import { randomUUID } from "node:crypto";
-import { InputError, isRecord } from "../errors.ts";
+import { readFile } from "node:fs/promises";
+import { errorCode, InputError, isRecord, messageOf } from "../errors.ts";
+import { HOST_LITTLE_ENDIAN, swapBytes, writeFileAtomic } from "../zarr/mod.ts";
 
 export type NpyDtype =
   | "bool"
@@ -82,8 +82,6 @@ export const SUPPORTED_NPY_DESCRS: readonly string[] = NPY_DTYPES.map((d) => {
 });
 
 const MAGIC = [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]; // \x93NUMPY
-const HOST_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
 export function itemSizeOf(dtype: NpyDtype): number {
   return Number(CODES[dtype].slice(1));
 }
@@ -99,30 +97,19 @@ export async function readNpyFile(path: string): Promise<NpyArray> {
   try {
     bytes = await readFile(path);
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
+    const code = errorCode(error);
     throw new InputError(
       code === "ENOENT"
         ? `Cannot read mask "${path}": the file does not exist. Check the path.`
-        : `Cannot read mask "${path}": ${error instanceof Error ? error.message : String(error)}`,
+        : `Cannot read mask "${path}": ${messageOf(error)}`,
     );
   }
   return parseNpy(bytes, path);
 }
 
-/** Writes `array` as a `.npy` file, through a temporary file renamed into place. */
-export async function writeNpyFile(
-  path: string,
-  array: NpyArray,
-  options: NpyWriteOptions = {},
-): Promise<void> {
-  const temporary = `${path}.tmp-${randomUUID()}`;
-  try {
-    await writeFile(temporary, encodeNpy(array, options));
-    await rename(temporary, path);
-  } catch (error) {
-    await rm(temporary, { force: true });
-    throw error;
-  }
+/** Writes `array` as a `.npy` file, atomically and durably (lib/zarr's `writeFileAtomic`). */
+export function writeNpyFile(path: string, array: NpyArray, options: NpyWriteOptions = {}): void {
+  writeFileAtomic(path, encodeNpy(array, options));
 }
 
 /** Decodes the bytes of a `.npy` file; `source` names it in error messages. */
@@ -280,16 +267,6 @@ function decodeElements(raw: Uint8Array, dtype: NpyDtype, littleEndian: boolean)
   const copy = new Uint8Array(raw);
   if (swap) swapBytes(copy, itemSize);
   return new Ctor(copy.buffer, 0, length);
-}
-
-function swapBytes(bytes: Uint8Array, itemSize: number): void {
-  for (let i = 0; i < bytes.length; i += itemSize) {
-    for (let a = i, b = i + itemSize - 1; a < b; a++, b--) {
-      const t = bytes[a]!;
-      bytes[a] = bytes[b]!;
-      bytes[b] = t;
-    }
-  }
 }
 
 type NpyConstructor = {

@@ -33,6 +33,41 @@ export type SkipMaskSource =
   | readonly (readonly unknown[])[]
   | { data: ArrayLike<number> | ArrayLike<boolean>; shape: readonly number[] };
 
+/** Plain data: what `params` may hold. */
+export type JsonValue =
+  | null
+  | boolean
+  | number
+  | string
+  | readonly JsonValue[]
+  | { readonly [key: string]: JsonValue };
+
+/**
+ * A task's output: a file or folder per block (`path`, with the placeholders of `command` but
+ * not `{attempt}`), or a Zarr v2/v3 array written chunk by chunk (`zarr`, the array's folder;
+ * `offset`: the array index of coordinate 0 on each axis, default 0).
+ */
+export type OutputDefinition =
+  | { path: string }
+  | { zarr: string; offset?: readonly number[] };
+
+/**
+ * External data a block reads, fingerprinted into its provenance: a file (`path`) or the chunks
+ * of a Zarr array under the block's read ROI (`zarr`); by size and modification time, or by
+ * content (`compare: "content"`).
+ */
+export type InputDefinition =
+  | { path: string; compare?: "mtime" | "content" }
+  | { zarr: string; compare?: "mtime" | "content"; offset?: readonly number[] };
+
+/** What `process` gets as its third argument. */
+export interface BlockContext {
+  /** Where to write each declared output for this block: a staging location, committed after. */
+  readonly outputs: Readonly<Record<string, string>>;
+  /** The task's `params`, or `{}`. */
+  readonly params: Readonly<Record<string, JsonValue>>;
+}
+
 export interface TaskDefinition {
   id: string;
   totalRoi: RoiDefinition;
@@ -46,7 +81,7 @@ export interface TaskDefinition {
   timeout?: number;
   requires?: Record<string, number>;
   upstream?: readonly string[];
-  process?: (block: Block, context: unknown) => unknown;
+  process?: (block: Block, state: unknown, context: BlockContext) => unknown;
   setup?: () => unknown;
   command?: readonly string[];
   cwd?: string;
@@ -54,10 +89,35 @@ export interface TaskDefinition {
   tracking?: string | false;
   resourceTracking?: boolean;
   skipMask?: SkipMaskSource;
+  outputs?: Record<string, OutputDefinition>;
+  version?: string;
+  params?: Record<string, JsonValue>;
+  inputs?: readonly InputDefinition[];
+  quarantineAfter?: number;
+  temporary?: boolean;
 }
 
 export interface PipelineModule {
   tasks: readonly TaskDefinition[];
+}
+
+/** A validated output; `target` is absolute (a path template, or the array's folder). */
+export interface OutputConfig {
+  readonly name: string;
+  readonly kind: "path" | "zarr";
+  readonly target: string;
+  /** As written in the pipeline (for messages). */
+  readonly written: string;
+  readonly offset: readonly number[] | null;
+}
+
+/** A validated input; `target` is absolute. */
+export interface InputConfig {
+  readonly kind: "path" | "zarr";
+  readonly target: string;
+  readonly written: string;
+  readonly compare: "mtime" | "content";
+  readonly offset: readonly number[] | null;
 }
 
 /** What every validated task has, whatever runs its blocks; every default filled in. */
@@ -77,12 +137,19 @@ interface TaskConfigBase {
   readonly tracking: string | false | null;
   readonly resourceTracking: boolean | null;
   readonly skipMask: SkipMaskSource | null;
+  readonly outputs: readonly OutputConfig[];
+  readonly version: string | null;
+  readonly params: Readonly<Record<string, JsonValue>> | null;
+  readonly inputs: readonly InputConfig[];
+  /** Failed attempts over all runs after which a block is left alone, or null (never). */
+  readonly quarantineAfter: number | null;
+  readonly temporary: boolean;
 }
 
 /** A task whose blocks run a `process` function in Web Workers. */
 export interface ProcessTaskConfig extends TaskConfigBase {
   readonly kind: "process";
-  readonly process: (block: Block, context: unknown) => unknown;
+  readonly process: (block: Block, state: unknown, context: BlockContext) => unknown;
   readonly setup: (() => unknown) | null;
 }
 

@@ -43,6 +43,11 @@ export class TaskFields {
     this.#id = id;
   }
 
+  /** A field as written (undefined when absent). */
+  value(field: string): unknown {
+    return this.#fields[field];
+  }
+
   failRaw(field: string, message: string): never {
     throw new PipelineError(`${this.#label}: ${message}`, this.#id, field);
   }
@@ -229,7 +234,8 @@ export class TaskFields {
     return value;
   }
 
-  command(): readonly string[] | null {
+  /** `outputs`: the task's output names, which `{output:NAME}` may use. */
+  command(outputs: readonly string[] = []): readonly string[] | null {
     const value = this.#fields["command"];
     if (value === undefined) return null;
     if (!Array.isArray(value)) {
@@ -262,11 +268,13 @@ export class TaskFields {
       );
     }
     for (const arg of value as string[]) {
-      const unknown = unknownPlaceholder(arg);
+      const unknown = unknownPlaceholder(arg, outputs);
       if (unknown !== null) {
         this.fail(
           "command",
-          `uses the unknown placeholder "${unknown}" in argument "${arg}". Known placeholders: ${placeholderList()}; write {{ and }} for literal braces.`,
+          `uses the unknown placeholder "${unknown}" in argument "${arg}". Known placeholders: ${
+            placeholderList(outputs)
+          }; write {{ and }} for literal braces.`,
         );
       }
     }

@@ -19,6 +19,14 @@ import { type LayoutSpec, TaskLayout } from "../blocks/mod.ts";
 import { containsRoi, roiToString } from "../geometry/mod.ts";
 import { buildDag, DagError, type TaskDag } from "../graph/pipeline_dag.ts";
 import { PipelineError } from "../errors.ts";
+import {
+  readInputs,
+  readOutputs,
+  readParams,
+  readQuarantineAfter,
+  readTemporary,
+  readVersion,
+} from "./output_fields.ts";
 import type { Block, PipelineConfig, TaskConfig, TaskDefinition } from "./spec.ts";
 
 /**
@@ -73,6 +81,12 @@ const FIELD_SET: Record<keyof TaskDefinition, true> = {
   tracking: true,
   resourceTracking: true,
   skipMask: true,
+  outputs: true,
+  version: true,
+  params: true,
+  inputs: true,
+  quarantineAfter: true,
+  temporary: true,
 };
 
 /** Every field a task may have, in documentation order. */
@@ -245,6 +259,7 @@ function validateTask(
     ? null
     : read(() => checkLayout(t, { totalRoi, readRoi, writeRoi, fit, readWriteConflict }), null);
 
+  const outputs = read(() => readOutputs(t, dirname(pipelinePath)), []);
   const base = {
     index,
     id: id ?? "",
@@ -275,6 +290,12 @@ function validateTask(
       null,
     ),
     skipMask: read(() => t.skipMask(), null),
+    outputs,
+    version: read(() => readVersion(t), null),
+    params: read(() => readParams(t), null),
+    inputs: read(() => readInputs(t, dirname(pipelinePath)), []),
+    quarantineAfter: read(() => readQuarantineAfter(t), null),
+    temporary: read(() => readTemporary(t, outputs), false),
   };
   const processFn = read(() => t.func("process", "process(block, context) { ... }"), null) as
     | ((block: Block, context: unknown) => unknown)
@@ -282,7 +303,7 @@ function validateTask(
   const setup = read(() => t.func("setup", "setup() { return context; }"), null) as
     | (() => unknown)
     | null;
-  const command = read(() => t.command(), null);
+  const command = read(() => t.command(outputs.map((o) => o.name)), null);
   const cwd = read(() => t.cwd(), null);
   if (processFn === null && command === null && !problems.slice(before).some(isRunField)) {
     read(() =>

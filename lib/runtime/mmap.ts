@@ -15,18 +15,13 @@
  *   resizes an existing file: a size mismatch is refused.
  */
 
-import * as fs from "node:fs";
 import process from "node:process";
+import { HOST_LITTLE_ENDIAN } from "../zarr/endian.ts";
 import { runtimeName } from "./detect.ts";
 import { BUN_MAX_VIEW_BYTES, loadBunLibc } from "./mmap_bun.ts";
 import { denoFfiState, loadDenoLibc } from "./mmap_deno.ts";
-import {
-  type Backing,
-  type LibcBinding,
-  openFailedError,
-  openFsBacking,
-  sizeMismatchError,
-} from "./mmap_fs.ts";
+import { mapWithLibc, posixPlatform } from "./mmap_libc.ts";
+import { type Backing, openFsBacking } from "./mmap_fs.ts";
 
 export type MmapKind = "bun-ffi" | "deno-ffi" | "fs";
 
@@ -102,64 +97,6 @@ export interface MmapSupport {
   readonly reason: string;
 }
 
-interface PosixPlatform {
-  readonly library: string;
-  readonly O_RDONLY: number;
-  readonly O_RDWR: number;
-  readonly O_CREAT: number;
-  readonly O_EXCL: number;
-  readonly O_CLOEXEC: number;
-  readonly PROT_READ: number;
-  readonly PROT_WRITE: number;
-  readonly MAP_SHARED: number;
-  readonly MAP_PRIVATE: number;
-  readonly MS_SYNC: number;
-  readonly MADV_DONTNEED: number;
-  readonly SEEK_END: number;
-}
-
-/** Linux architectures that use the asm-generic open/mmap constants below. */
-const LINUX_GENERIC_ARCHES = new Set(["x64", "arm64", "ia32", "arm", "riscv64", "loong64"]);
-
-function posixPlatform(): PosixPlatform | null {
-  if (process.platform === "linux" && LINUX_GENERIC_ARCHES.has(process.arch)) {
-    return {
-      library: "libc.so.6",
-      O_RDONLY: 0,
-      O_RDWR: 2,
-      O_CREAT: 0o100,
-      O_EXCL: 0o200,
-      O_CLOEXEC: 0o2000000,
-      PROT_READ: 1,
-      PROT_WRITE: 2,
-      MAP_SHARED: 1,
-      MAP_PRIVATE: 2,
-      MS_SYNC: 4,
-      MADV_DONTNEED: 4,
-      SEEK_END: 2,
-    };
-  }
-  if (process.platform === "darwin") {
-    return {
-      library: "/usr/lib/libSystem.B.dylib",
-      O_RDONLY: 0,
-      O_RDWR: 2,
-      O_CREAT: 0x200,
-      O_EXCL: 0x800,
-      O_CLOEXEC: 0x1000000,
-      PROT_READ: 1,
-      PROT_WRITE: 2,
-      MAP_SHARED: 1,
-      MAP_PRIVATE: 2,
-      MS_SYNC: 0x10,
-      MADV_DONTNEED: 4,
-      SEEK_END: 2,
-    };
-  }
-  return null;
-}
-
-/** Which adapter `openMapped(..., { kind: "auto" })` uses here, and why. Synchronous. */
 export function mmapSupport(): MmapSupport {
   const runtime = runtimeName();
   const platform = posixPlatform();
@@ -266,107 +203,6 @@ function resolveKind(path: string, wanted: MmapKind | "auto"): MmapKind {
   return wanted;
 }
 
-/** open (+ create) / check the size / mmap through a libc binding. */
-function mapWithLibc(
-  libc: LibcBinding,
-  p: PosixPlatform,
-  path: string,
-  byteLength: number,
-  create: boolean,
-  readOnly: boolean,
-): Backing {
-  const cpath = new TextEncoder().encode(`${path}\0`);
-  if (create) {
-    // O_EXCL: only a file this call created is ever sized. If it fails the file exists (or
-    // cannot be created); the plain open below then checks or reports it.
-    const fd = libc.open(cpath, p.O_RDWR | p.O_CREAT | p.O_EXCL | p.O_CLOEXEC, 0o644);
-    if (fd >= 0) {
-      const rc = libc.ftruncate(fd, byteLength);
-      libc.close(fd);
-      if (rc !== 0) {
-        removeQuietly(path);
-        throw new Error(
-          `openMapped: ftruncate("${path}", ${byteLength}) failed after creating it ` +
-            `(through ${libc.library})`,
-        );
-      }
-    }
-  }
-  const openFlags = readOnly ? "O_RDONLY" : "O_RDWR";
-  const fd = libc.open(cpath, (readOnly ? p.O_RDONLY : p.O_RDWR) | p.O_CLOEXEC, 0);
-  if (fd < 0) {
-    throw openFailedError(path, byteLength, `open(path, ${openFlags})`, create);
-  }
-  try {
-    const size = libc.lseek(fd, 0, p.SEEK_END);
-    if (size < 0) {
-      throw new Error(`openMapped: lseek("${path}", 0, SEEK_END) failed (is it a regular file?)`);
-    }
-    if (size !== byteLength) {
-      if (!isRegularFile(path)) throw new Error(`openMapped: "${path}" is not a regular file`);
-      throw sizeMismatchError(path, byteLength, size);
-    }
-    const prot = readOnly
-      ? "PROT_READ|PROT_WRITE, MAP_PRIVATE"
-      : "PROT_READ|PROT_WRITE, MAP_SHARED";
-    const region = libc.mmap(
-      byteLength,
-      p.PROT_READ | p.PROT_WRITE,
-      readOnly ? p.MAP_PRIVATE : p.MAP_SHARED,
-      fd,
-    );
-    if (region === null) {
-      throw new Error(
-        `openMapped: mmap("${path}", ${byteLength} bytes, ${prot}) failed (through ` +
-          `${libc.library})`,
-      );
-    }
-    return {
-      bytes: region.bytes,
-      flush(): void {
-        if (region.msync(p.MS_SYNC) !== 0) {
-          throw new Error(`openMapped: msync("${path}", ${byteLength} bytes, MS_SYNC) failed`);
-        }
-      },
-      dropResident(): void {
-        // MAP_SHARED file pages: dropping them loses nothing once they are written back.
-        if (region.madvise(p.MADV_DONTNEED) !== 0) {
-          throw new Error(`openMapped: madvise("${path}", MADV_DONTNEED) failed`);
-        }
-      },
-      release(): void {
-        const unmapped = region.munmap();
-        const closed = libc.close(fd);
-        if (unmapped !== 0) throw new Error(`openMapped: munmap("${path}") failed`);
-        if (closed !== 0) throw new Error(`openMapped: close() of "${path}" failed`);
-      },
-    };
-  } catch (error) {
-    libc.close(fd);
-    throw error;
-  }
-}
-
-/** False only when a stat shows `path` is not a regular file (a directory, a device...). */
-function isRegularFile(path: string): boolean {
-  try {
-    return fs.statSync(path).isFile();
-  } catch {
-    return true; // cannot tell (e.g. Deno with --allow-ffi but no --allow-read)
-  }
-}
-
-function removeQuietly(path: string): void {
-  // Only ever called on a file this call just created with O_EXCL and could not size.
-  try {
-    fs.rmSync(path, { force: true });
-  } catch {
-    // Left as an empty file; the next create refuses it with a size mismatch.
-  }
-}
-
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
-
 const ELEMENT_CONSTRUCTORS: ReadonlySet<unknown> = new Set<unknown>([
   Uint8Array,
   Uint32Array,
@@ -419,7 +255,7 @@ class Mapping implements MappedFile {
     const c = ctor as unknown as ViewConstructor;
     const cached = this.#views.get(ctor);
     if (cached !== undefined) return cached as TypedViewOf<C>;
-    if (c.BYTES_PER_ELEMENT > 1 && !LITTLE_ENDIAN) {
+    if (c.BYTES_PER_ELEMENT > 1 && !HOST_LITTLE_ENDIAN) {
       throw new Error(
         `MappedFile.typed(${c.name}): the file "${this.path}" is little-endian but this host ` +
           `is big-endian; read it through a DataView`,

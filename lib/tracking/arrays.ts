@@ -3,6 +3,17 @@
  * grid, one element per block, single chunk, `bytes` codec, little-endian.
  */
 
+import {
+  arrayDocument,
+  type ArrayOptions,
+  chunkKey as zarrChunkKey,
+  DEFAULT_KEY_ENCODING,
+  elementBytes,
+  itemSize,
+  metadataOf,
+  type ZarrArrayMetadata,
+} from "../zarr/mod.ts";
+
 export type TrackingDtype = "uint8" | "uint32" | "uint64" | "float32" | "float64";
 
 export interface TrackingArraySpec {
@@ -103,53 +114,47 @@ export const TRACKING_ARRAYS: readonly TrackingArraySpec[] = [
   },
 ];
 
-export function itemSize(dtype: TrackingDtype): number {
-  return dtype === "uint8" ? 1 : dtype === "uint32" || dtype === "float32" ? 4 : 8;
+export { itemSize };
+
+/** The array named `name`; throws (a bug) for a name that is not a tracking array. */
+export function trackingArray(name: string): TrackingArraySpec {
+  const spec = TRACKING_ARRAYS.find((s) => s.name === name);
+  if (spec === undefined) throw new Error(`no tracking array named "${name}"`);
+  return spec;
 }
 
-/** The chunk key of a single-chunk array: `c/0/0/...`, one `0` per axis. */
+/** The chunk key of a single-chunk array: `c/0/0/...`, one `0` per axis (`c` for 0-d). */
 export function chunkKey(dims: number): string {
-  return ["c", ...new Array<string>(Math.max(1, dims)).fill("0")].join("/");
+  return zarrChunkKey(DEFAULT_KEY_ENCODING, new Array<number>(dims).fill(0));
 }
 
-export function arrayMetadata(
-  spec: TrackingArraySpec,
-  shape: readonly number[],
-): Record<string, unknown> {
+function arrayOptions(spec: TrackingArraySpec, shape: readonly number[]): ArrayOptions {
   return {
-    zarr_format: 3,
-    node_type: "array",
-    shape: [...shape],
-    data_type: spec.dtype,
-    chunk_grid: { name: "regular", configuration: { chunk_shape: [...shape] } },
-    chunk_key_encoding: { name: "default", configuration: { separator: "/" } },
-    fill_value: spec.fillValue,
-    codecs: [{ name: "bytes", configuration: { endian: "little" } }],
+    shape,
+    chunkShape: shape,
+    dtype: spec.dtype,
+    fillValue: spec.fillValue === "NaN" ? Number.NaN : spec.fillValue,
     attributes: { description: spec.description },
   };
 }
 
+/** The array's `zarr.json` document (lib/zarr's v3 document: one chunk, `bytes` codec). */
+export function arrayMetadata(
+  spec: TrackingArraySpec,
+  shape: readonly number[],
+): Record<string, unknown> {
+  return arrayDocument(arrayOptions(spec, shape));
+}
+
+/** What `arrayMetadata(spec, shape)` describes, to compare a stored array against. */
+export function expectedArrayMetadata(
+  spec: TrackingArraySpec,
+  shape: readonly number[],
+): ZarrArrayMetadata {
+  return metadataOf(arrayOptions(spec, shape));
+}
+
 /** Bytes of one element holding the fill value, little-endian. */
 export function fillPattern(spec: TrackingArraySpec): Uint8Array {
-  const bytes = new Uint8Array(itemSize(spec.dtype));
-  const view = new DataView(bytes.buffer);
-  const fill = spec.fillValue === "NaN" ? Number.NaN : spec.fillValue;
-  switch (spec.dtype) {
-    case "uint8":
-      view.setUint8(0, fill);
-      break;
-    case "uint32":
-      view.setUint32(0, fill, true);
-      break;
-    case "uint64":
-      view.setBigUint64(0, BigInt(fill), true);
-      break;
-    case "float32":
-      view.setFloat32(0, fill, true);
-      break;
-    case "float64":
-      view.setFloat64(0, fill, true);
-      break;
-  }
-  return bytes;
+  return elementBytes(spec.dtype, spec.fillValue === "NaN" ? Number.NaN : spec.fillValue);
 }

@@ -13,6 +13,7 @@
  * 2/3, ▓ above (yellow).
  */
 
+import { cOrderStrides } from "../blocks/mod.ts";
 import { InputError } from "../errors.ts";
 import { BLOCK_DONE, BLOCK_FAILED } from "./inspect.ts";
 
@@ -133,11 +134,7 @@ export function renderGridMap(input: GridMapInput, options: GridMapOptions): str
 
   // One pass over the blocks shown: an odometer over every axis but the last, whose blocks are
   // consecutive positions.
-  const strides = new Array<number>(dims);
-  for (let d = dims - 1, s = 1; d >= 0; d--) {
-    strides[d] = s;
-    s *= shape[d]!;
-  }
+  const strides = cOrderStrides(shape);
   const lo = shape.map((_, d) => (d === fixed ? slice! : 0));
   const hi = shape.map((s, d) => (d === fixed ? slice! + 1 : s));
   const last = dims - 1;

@@ -1,7 +1,8 @@
 /**
- * One writer per tracking store (DESIGN.md section 6): the file `<store>/blockwise.lock`, created
- * atomically with O_EXCL, holds the owner's `LockHolder` as JSON. Zarr readers ignore unknown
- * files, so the lock lives inside the group folder; `status` only reads it (`readStoreLock`).
+ * One writer per tracking store (DESIGN.md section 6): the file `<store>/blockwise.lock` holds
+ * the owner's `LockHolder` as JSON, created so it is never half-made while its creator lives
+ * (`lock_files.ts`). Zarr readers ignore unknown files, so the lock lives inside the group
+ * folder; `status` only reads it (`readStoreLock`).
  *
  * A second writer is refused with a StoreError (exit 3) naming the holder's pid, host, start time
  * and command, and saying when it is safe to remove the file. A lock is stale, and is taken over
@@ -9,17 +10,19 @@
  * - its holder is on this host and its pid is no longer running (`kill(pid, 0)` fails with
  *   ESRCH; EPERM means the pid exists), or it names this process's pid but predates this process
  *   (an earlier process that had the same pid, as happens to pid 1 in a restarted container);
- * - the file is empty or not a lock, and older than a few seconds: a crash between the O_EXCL
- *   create and the write. A younger one is a run creating its lock right now, so after a short
- *   wait it is refused.
+ * - it is empty or not a lock (a run killed between creating and writing it, where the file
+ *   system has no hard links) and either every creator file beside it names a dead process, or
+ *   it is older than `CORRUPT_STALE_MS` (no creator known). One younger, with a live creator, is
+ *   a run creating its lock right now: after a short wait it is refused.
  * A holder on another host cannot be checked from here and is always refused, as is this same
  * process holding the lock already (two runs in one process must not write one store).
  *
- * Taking a stale lock over happens under a short-lived O_EXCL guard file
- * (`blockwise.lock.takeover`), so that two runs finding the same stale lock cannot both win: the
- * guard holder re-reads the lock, checks it is still the stale one it judged, writes its own lock
- * to a temporary file and renames it over, then re-reads to confirm. A guard left by a crash in
- * that window (milliseconds) is removed once older than `GUARD_STALE_MS`.
+ * Taking a stale lock over happens under a short-lived guard file (`blockwise.lock.takeover`,
+ * created like the lock and naming its run), so that two runs finding the same stale lock cannot
+ * both win: the guard holder re-reads the lock, checks it is still the stale one it judged,
+ * renames its own lock over it, then re-reads to confirm. A guard is stale, and removed, when
+ * its run is gone (dead pid on this host, or this very process, which holds no guard between
+ * calls), when it is half-made by a dead creator, or when it is older than `GUARD_STALE_MS`.
  *
  * Limits: a dead holder's pid reused by an unrelated process on the same host looks alive (the
  * refusal says to remove the file in that case); hosts are told apart by `os.hostname()` only.
@@ -29,19 +32,21 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import process from "node:process";
-import { errorCode, messageOf, StoreError } from "../errors.ts";
+import { messageOf, StoreError } from "../errors.ts";
+import {
+  createLockFile,
+  type CreateOptions,
+  creatorState,
+  isHolderAlive,
+  LOCK_FILE,
+  type LockHolder,
+  parseHolder,
+  readLockFile,
+  removeLeftovers,
+} from "./lock_files.ts";
+import { ensureFolder } from "./tracking_paths.ts";
 
-/** The lock file's name inside a store folder. */
-export const LOCK_FILE = "blockwise.lock";
-
-/** What the lock file holds, as JSON. */
-export interface LockHolder {
-  readonly pid: number;
-  readonly host: string;
-  /** ISO 8601, when the lock was taken. */
-  readonly started_at: string;
-  readonly command: string;
-}
+export { isHolderAlive, LOCK_FILE, type LockHolder, type LockStep } from "./lock_files.ts";
 
 export interface StoreLock {
   /** The lock file. */
@@ -57,7 +62,7 @@ export interface StoreLock {
   refresh(): void;
 }
 
-export interface AcquireStoreLockOptions {
+export interface AcquireStoreLockOptions extends CreateOptions {
   /** Recorded in the lock for the refusal message; default: this process's argv. */
   readonly command?: string;
   /** Told when a stale lock is taken over or a removed lock is rewritten. */
@@ -75,15 +80,16 @@ export type LockState =
     readonly modified_ms: number;
   };
 
-/** An empty or unreadable lock file older than this is stale (a crash while creating it). */
+/** An empty or unreadable lock file of no known creator older than this is stale. */
 export const CORRUPT_STALE_MS = 5_000;
-/** A takeover guard older than this was left by a crash during a takeover. */
+/** A takeover guard of no known state older than this was left by a crash during a takeover. */
 export const GUARD_STALE_MS = 10_000;
 /** How long to wait for a lock being created or taken over by another run to settle. */
 const SETTLE_MS = 1_000;
 const POLL_MS = 25;
-/** Slack between a lock's `started_at` and this process's start when telling them apart. */
-const CLOCK_SLACK_MS = 2_000;
+
+const LOCK_STEPS = { written: "lock-creator-written", empty: "lock-created-empty" } as const;
+const GUARD_STEPS = { written: "guard-creator-written", empty: "guard-created-empty" } as const;
 
 function lockPathOf(storeDir: string): string {
   return path.join(storeDir, LOCK_FILE);
@@ -91,46 +97,6 @@ function lockPathOf(storeDir: string): string {
 
 function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-}
-
-function parseHolder(raw: string): LockHolder | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(raw);
-  } catch {
-    return null;
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
-  const v = value as Record<string, unknown>;
-  const { pid, host, started_at, command } = v;
-  if (typeof pid !== "number" || !Number.isSafeInteger(pid) || pid <= 0) return null;
-  if (typeof host !== "string" || host === "") return null;
-  if (typeof started_at !== "string" || typeof command !== "string") return null;
-  return { pid, host, started_at, command };
-}
-
-function readLockFile(storeDir: string, lockPath: string): { raw: string; mtime: number } | null {
-  let fd: number;
-  try {
-    fd = fs.openSync(lockPath, "r");
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return null;
-    throw new StoreError(
-      `Cannot read the lock file ${lockPath} of tracking store ${storeDir}: ${messageOf(error)}`,
-      storeDir,
-    );
-  }
-  try {
-    const mtime = fs.fstatSync(fd).mtimeMs;
-    return { raw: fs.readFileSync(fd, "utf8"), mtime };
-  } catch (error) {
-    throw new StoreError(
-      `Cannot read the lock file ${lockPath} of tracking store ${storeDir}: ${messageOf(error)}`,
-      storeDir,
-    );
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 /** The lock file's state, without taking or changing anything. */
@@ -146,30 +112,6 @@ export function inspectStoreLock(storeDir: string): LockState {
 export function readStoreLock(storeDir: string): LockHolder | null {
   const state = inspectStoreLock(storeDir);
   return state.state === "held" ? state.holder : null;
-}
-
-function isPidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // ESRCH: no such process. EPERM (and anything unexpected): it exists, or we cannot tell.
-    return errorCode(error) !== "ESRCH";
-  }
-}
-
-/** Whether the holder's process is running; "unknown" for a holder on another host. */
-export function isHolderAlive(holder: LockHolder): boolean | "unknown" {
-  if (holder.host !== os.hostname()) return "unknown";
-  if (holder.pid === process.pid) return !predatesThisProcess(holder);
-  return isPidAlive(holder.pid);
-}
-
-/** A lock naming this pid, taken before this process started: an earlier process's. */
-function predatesThisProcess(holder: LockHolder): boolean {
-  const taken = Date.parse(holder.started_at);
-  const processStarted = Date.now() - process.uptime() * 1000;
-  return Number.isFinite(taken) && taken < processStarted - CLOCK_SLACK_MS;
 }
 
 function describeHolder(holder: LockHolder): string {
@@ -199,60 +141,38 @@ function refusal(storeDir: string, lockPath: string, holder: LockHolder): StoreE
   );
 }
 
-/**
- * Create `lockPath` holding `text`, atomically and never empty: the text goes to a temporary
- * file first, which is then hard-linked to the lock's name (the link fails when the lock
- * exists). A run killed at any moment leaves either no lock or a complete one. Falls back to an
- * exclusive create where the filesystem has no hard links.
- */
-function tryCreate(storeDir: string, lockPath: string, text: string): boolean {
-  const tmp = `${lockPath}.${process.pid}.${Math.random().toString(36).slice(2)}.new`;
-  try {
-    fs.writeFileSync(tmp, text, { flag: "wx", mode: 0o644 });
-    fs.linkSync(tmp, lockPath);
+/** Whether a guard found in place was left by a run that is gone (then it may be removed). */
+function guardIsStale(guard: string, raw: string, mtime: number): boolean {
+  const holder = parseHolder(raw);
+  if (holder !== null) {
+    // This process holds no guard between calls, so one naming it is an earlier process's.
+    const ours = holder.host === os.hostname() && holder.pid === process.pid;
+    if (ours || isHolderAlive(holder) === false) return true;
+    if (isHolderAlive(holder) === true) return false;
+  } else if (creatorState(guard) === "dead") {
     return true;
-  } catch (error) {
-    const code = errorCode(error);
-    if (code === "EEXIST") return false;
-    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "EXDEV") {
-      throw new StoreError(
-        `Cannot create the lock file ${lockPath} for tracking store ${storeDir}: ${
-          messageOf(error)
-        }. Check that the folder is writable.`,
-        storeDir,
-      );
-    }
-  } finally {
-    fs.rmSync(tmp, { force: true });
   }
-  return tryCreateExclusive(storeDir, lockPath, text);
+  return Date.now() - mtime > GUARD_STALE_MS;
 }
 
-function tryCreateExclusive(storeDir: string, lockPath: string, text: string): boolean {
-  let fd: number;
+/**
+ * Remove the stale guard that held `raw`: moved aside first, and put back if what was moved is
+ * not it (another run replaced it meanwhile), so a fresh guard is never deleted.
+ */
+function removeStaleGuard(guard: string, raw: string): void {
+  const aside = `${guard}.${process.pid}.${Math.random().toString(36).slice(2)}.gone`;
   try {
-    fd = fs.openSync(lockPath, "wx", 0o644);
-  } catch (error) {
-    if (errorCode(error) === "EEXIST") return false;
-    throw new StoreError(
-      `Cannot create the lock file ${lockPath} for tracking store ${storeDir}: ${
-        messageOf(error)
-      }. Check that the folder is writable.`,
-      storeDir,
-    );
+    fs.renameSync(guard, aside);
+  } catch {
+    return; // removed by another run already
   }
   try {
-    fs.writeSync(fd, text);
-  } catch (error) {
-    fs.closeSync(fd);
-    fs.rmSync(lockPath, { force: true });
-    throw new StoreError(
-      `Cannot write the lock file ${lockPath} for tracking store ${storeDir}: ${messageOf(error)}`,
-      storeDir,
-    );
+    if (fs.readFileSync(aside, "utf8") !== raw) fs.linkSync(aside, guard);
+  } catch {
+    // A newer guard is in place (EEXIST), or the file vanished: nothing to put back.
+  } finally {
+    fs.rmSync(aside, { force: true });
   }
-  fs.closeSync(fd);
-  return true;
 }
 
 type TakeoverResult = "taken" | "changed" | "busy";
@@ -266,31 +186,24 @@ function takeOver(
   lockPath: string,
   staleRaw: string,
   text: string,
+  options: CreateOptions,
 ): TakeoverResult {
   const guard = `${lockPath}.takeover`;
-  // The guard names its holder (written atomically like the lock), so a guard left by a run
-  // killed mid-takeover is recognised as stale at once instead of blocking for a while.
-  if (!tryCreate(storeDir, guard, text)) {
-    try {
-      const holder = parseHolder(fs.readFileSync(guard, "utf8"));
-      const dead = holder !== null && holder.host === os.hostname() && holder.pid !== process.pid &&
-        isHolderAlive(holder) === false;
-      if (dead || Date.now() - fs.statSync(guard).mtimeMs > GUARD_STALE_MS) {
-        fs.rmSync(guard, { force: true });
-        return "changed";
-      }
-    } catch (statError) {
-      if (errorCode(statError) === "ENOENT") return "changed";
-      throw statError;
-    }
-    return "busy";
+  if (!createLockFile(storeDir, guard, text, GUARD_STEPS, options)) {
+    const found = readLockFile(storeDir, guard);
+    if (found === null) return "changed";
+    if (!guardIsStale(guard, found.raw, found.mtime)) return "busy";
+    removeStaleGuard(guard, found.raw);
+    return "changed";
   }
+  options.onStep?.("guard-created");
   const tmp = `${lockPath}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
   try {
     const current = readLockFile(storeDir, lockPath);
     if (current === null || current.raw !== staleRaw) return "changed";
     fs.writeFileSync(tmp, text, { flag: "wx", mode: 0o644 });
     fs.renameSync(tmp, lockPath);
+    options.onStep?.("lock-replaced");
     const confirm = readLockFile(storeDir, lockPath);
     return confirm !== null && confirm.raw === text ? "taken" : "changed";
   } catch (error) {
@@ -305,6 +218,13 @@ function takeOver(
     fs.rmSync(tmp, { force: true });
     fs.rmSync(guard, { force: true });
   }
+}
+
+/** Whether a lock found empty or unreadable is stale: its creator is gone, or it is old. */
+function corruptIsStale(lockPath: string, modifiedMs: number, now: number): boolean {
+  const creator = creatorState(lockPath);
+  if (creator === "dead") return true;
+  return now - modifiedMs >= CORRUPT_STALE_MS;
 }
 
 function staleNotice(storeDir: string, state: LockState, now: number): string {
@@ -333,14 +253,7 @@ export function acquireStoreLock(
 ): StoreLock {
   const lockPath = lockPathOf(storeDir);
   const notice = options.onNotice ?? (() => {});
-  try {
-    fs.mkdirSync(storeDir, { recursive: true });
-  } catch (error) {
-    throw new StoreError(
-      `Cannot create the tracking store folder ${storeDir}: ${messageOf(error)}`,
-      storeDir,
-    );
-  }
+  ensureFolder(storeDir, "a tracking store folder");
   const holder: LockHolder = {
     pid: process.pid,
     host: os.hostname(),
@@ -349,10 +262,12 @@ export function acquireStoreLock(
   };
   const text = `${JSON.stringify(holder)}\n`;
   const settleBy = Date.now() + SETTLE_MS;
+  const acquired = (): StoreLock => {
+    removeLeftovers(storeDir);
+    return makeLock(storeDir, lockPath, holder, text, notice);
+  };
   for (;;) {
-    if (tryCreate(storeDir, lockPath, text)) {
-      return makeLock(storeDir, lockPath, holder, text, notice);
-    }
+    if (createLockFile(storeDir, lockPath, text, LOCK_STEPS, options)) return acquired();
     const state = inspectStoreLock(storeDir);
     const now = Date.now();
     let busy: string;
@@ -365,12 +280,12 @@ export function acquireStoreLock(
         if (isHolderAlive(state.holder) !== false) throw refusal(storeDir, lockPath, state.holder);
         stale = true;
       } else {
-        stale = now - state.modified_ms >= CORRUPT_STALE_MS;
+        stale = corruptIsStale(lockPath, state.modified_ms, now);
       }
-      const result = stale ? takeOver(storeDir, lockPath, state.raw, text) : "busy";
+      const result = stale ? takeOver(storeDir, lockPath, state.raw, text, options) : "busy";
       if (result === "taken") {
         notice(staleNotice(storeDir, state, now));
-        return makeLock(storeDir, lockPath, holder, text, notice);
+        return acquired();
       }
       busy = state.state === "corrupt" && !stale
         ? `its lock file ${lockPath} is ${
@@ -386,11 +301,11 @@ export function acquireStoreLock(
       continue;
     }
     throw new StoreError(
-      `Tracking store ${storeDir} is being locked by another run: ${busy}. Try again in a few seconds; a lock file left empty is taken over automatically once it is ${
+      `Tracking store ${storeDir} is being locked by another run: ${busy}. Try again in a few seconds; a lock file left empty is taken over automatically once its run is gone (or it is ${
         CORRUPT_STALE_MS / 1000
-      } s old (a takeover guard after ${
+      } s old), a takeover guard likewise (or after ${
         GUARD_STALE_MS / 1000
-      } s, or at once when its run is gone), or remove ${lockPath} if no other run uses this store.`,
+      } s), or remove ${lockPath} if no other run uses this store.`,
       storeDir,
     );
   }
@@ -421,7 +336,7 @@ function makeLock(
       if (released) throw new Error(`refresh() on the released lock ${lockPath}`);
       const state = inspectStoreLock(storeDir);
       if (state.state === "held" && state.raw === text) return;
-      if (state.state === "free" && tryCreate(storeDir, lockPath, text)) {
+      if (state.state === "free" && createLockFile(storeDir, lockPath, text, LOCK_STEPS)) {
         notice(`The lock file ${lockPath} had been removed while this run held it; rewrote it`);
         return;
       }

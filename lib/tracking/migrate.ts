@@ -21,7 +21,14 @@ import * as path from "node:path";
 import process from "node:process";
 import { TaskLayout } from "../blocks/mod.ts";
 import { coordToString, roiToString } from "../geometry/mod.ts";
-import { StoreError } from "../errors.ts";
+import { errorCode, StoreError } from "../errors.ts";
+import {
+  documentText,
+  fillWithPattern,
+  fsyncDirectory,
+  hiddenSibling,
+  writeFileDurable,
+} from "../zarr/mod.ts";
 import { arrayMetadata, chunkKey, fillPattern, itemSize, TRACKING_ARRAYS } from "./arrays.ts";
 import { isHolderAlive, LOCK_FILE, readStoreLock } from "./lock.ts";
 import { appendRunRecord, lastRunRecord, RUNS_LOG_FILE } from "./runs_log.ts";
@@ -64,20 +71,7 @@ export function layoutFromStored(stored: StoredLayout): TaskLayout {
 }
 
 /** Why a changed layout cannot be migrated, or null when it is a pure growth. */
-export function migrationRefusal(
-  stored: Partial<StoredLayout> | undefined,
-  current: StoredLayout,
-): string | null {
-  if (
-    stored === undefined || stored.total_roi === undefined || stored.write_shape === undefined ||
-    stored.context_begin === undefined || stored.context_end === undefined ||
-    stored.fit === undefined ||
-    stored.grid_offset === undefined || stored.grid_shape === undefined ||
-    stored.read_roi === undefined ||
-    stored.write_roi === undefined
-  ) {
-    return "the store records only a layout hash, not the layout parameters (it was written before they were stored), so blockwise cannot tell whether its blocks still line up";
-  }
+export function migrationRefusal(stored: StoredLayout, current: StoredLayout): string | null {
   const changed: string[] = [];
   if (!same(stored.write_shape, current.write_shape)) {
     changed.push(
@@ -236,22 +230,6 @@ export function planMigration(dir: string, from: StoredLayout, to: StoredLayout)
   };
 }
 
-/** Fill `target` with a repeated element pattern by doubling (a few copies, not one per cell). */
-export function fillWithPattern(target: Uint8Array, pattern: Uint8Array): void {
-  if (target.length === 0 || pattern.every((b) => b === 0)) return;
-  target.set(pattern.subarray(0, Math.min(pattern.length, target.length)), 0);
-  for (let filled = pattern.length; filled < target.length; filled *= 2) {
-    target.copyWithin(filled, 0, Math.min(filled, target.length - filled));
-  }
-}
-
-function hiddenSibling(dir: string, label: string): string {
-  return path.join(
-    path.dirname(dir),
-    `.${path.basename(dir)}.${label}-${process.pid}-${Date.now().toString(36)}`,
-  );
-}
-
 /**
  * Migrate the store at `dir` (held under our lock) to the grown layout. `groupMetadata` is the
  * new group document. `onStep` lets tests stop the migration where a crash could.
@@ -274,7 +252,7 @@ export function migrateStore(
       const size = itemSize(spec.dtype);
       const pattern = fillPattern(spec);
       const target = new Uint8Array(newLayout.trackingCellCount * size);
-      fillWithPattern(target, pattern);
+      if (pattern.some((b) => b !== 0)) fillWithPattern(target, pattern);
       const source = readChunk(dir, name, oldLayout.dims);
       if (source !== null) {
         const runs = plan.runs;
@@ -283,12 +261,10 @@ export function migrateStore(
           target.set(source.subarray(o, o + runs[i + 2]! * size), runs[i + 1]! * size);
         }
       }
-      const chunk = path.join(tmp, name, chunkKey(dims));
-      fs.mkdirSync(path.dirname(chunk), { recursive: true });
-      fs.writeFileSync(chunk, target);
-      fs.writeFileSync(
+      writeFileDurable(path.join(tmp, name, chunkKey(dims)), target);
+      writeFileDurable(
         path.join(tmp, name, "zarr.json"),
-        JSON.stringify(arrayMetadata(spec, newLayout.trackingShape), null, 2) + "\n",
+        documentText(arrayMetadata(spec, newLayout.trackingShape)),
       );
     }
     const runs = path.join(dir, RUNS_LOG_FILE);
@@ -308,11 +284,13 @@ export function migrateStore(
     });
     const lock = path.join(dir, LOCK_FILE);
     if (fs.existsSync(lock)) fs.copyFileSync(lock, path.join(tmp, LOCK_FILE));
-    fs.writeFileSync(path.join(tmp, "zarr.json"), JSON.stringify(groupMetadata, null, 2) + "\n");
+    writeFileDurable(path.join(tmp, "zarr.json"), documentText(groupMetadata));
+    fsyncDirectory(tmp);
     onStep("built");
     fs.renameSync(dir, backup);
     onStep("old-moved");
     fs.renameSync(tmp, dir);
+    fsyncDirectory(path.dirname(dir));
     onStep("new-moved");
     fs.rmSync(backup, { recursive: true, force: true });
     onStep("done");
@@ -339,8 +317,16 @@ export function migrateStore(
 export function recoverInterruptedMigration(dir: string): string | null {
   const parent = path.dirname(dir);
   const base = path.basename(dir);
-  if (!fs.existsSync(parent)) return null;
-  const leftovers = fs.readdirSync(parent).filter((n) =>
+  let names: string[];
+  try {
+    names = fs.readdirSync(parent);
+  } catch (error) {
+    // No parent folder (or a file there): nothing to recover; creating the store says why.
+    const code = errorCode(error);
+    if (code === "ENOENT" || code === "ENOTDIR") return null;
+    throw error;
+  }
+  const leftovers = names.filter((n) =>
     n.startsWith(`.${base}.old-`) || n.startsWith(`.${base}.migrating-`)
   );
   if (leftovers.length === 0) return null;

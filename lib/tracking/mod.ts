@@ -6,3 +6,4 @@ export * from "./store.ts";
 export * from "./store_layout.ts";
 export * from "./task_hash.ts";
 export * from "./migrate.ts";
+export * from "./store_metadata.ts";

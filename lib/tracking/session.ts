@@ -20,6 +20,7 @@ import { TrackingStore } from "./store.ts";
 import type { BlockReport, CompletionSink } from "../execute/completion.ts";
 import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
+import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
 
 export interface TrackingOptions {
   /** `--tracking-dir`: stores at `<dir>/<task id>` for tasks without their own setting. */
@@ -83,6 +84,7 @@ export class TrackingSession implements CompletionSink {
   ): Promise<TrackingSession> {
     const tracked: (Tracked | null)[] = [];
     const seen = new Map<string, string>();
+    const trackingDir = options.trackingDir === null ? null : path.resolve(options.trackingDir);
     try {
       for (let t = 0; t < pipeline.tasks.length; t++) {
         const task = pipeline.tasks[t]!;
@@ -99,6 +101,9 @@ export class TrackingSession implements CompletionSink {
           );
         }
         seen.set(dir, task.id);
+        if (trackingDir !== null && path.dirname(dir) === trackingDir) {
+          ensureFolder(trackingDir, "the tracking directory (--tracking-dir)");
+        }
         const openStore = () =>
           TrackingStore.open(dir, {
             taskId: task.id,
@@ -112,7 +117,11 @@ export class TrackingSession implements CompletionSink {
             command: options.command ?? process.argv.slice(1).join(" "),
             ...(options.onNotice === undefined ? {} : { onNotice: options.onNotice }),
           });
-        const recovered = recoverInterruptedMigration(dir);
+        const recovered = refusingSystemErrors(
+          dir,
+          "recover an interrupted migration of the tracking store",
+          () => recoverInterruptedMigration(dir),
+        );
         if (recovered !== null) options.onNotice?.(recovered);
         // An existing store is locked before it is read or changed; a new one is created
         // (atomically, by rename) and then locked.
