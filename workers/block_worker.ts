@@ -29,6 +29,8 @@ import {
 } from "../lib/execute/protocol/messages.ts";
 import { STATUS_SLOTS, StatusSlot } from "../lib/execute/protocol/status_slots.ts";
 import { threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
+import { type BlockCommit, BlockOutputs } from "../lib/outputs/block_outputs.ts";
+import type { BlockContext } from "../lib/pipeline/spec.ts";
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<unknown>) => void) | null;
@@ -38,7 +40,7 @@ interface WorkerScope {
 
 interface TaskModule {
   id?: unknown;
-  process?: (block: unknown, context: unknown) => unknown;
+  process?: (block: unknown, state: unknown, context: BlockContext) => unknown;
   setup?: () => unknown;
 }
 
@@ -51,8 +53,12 @@ const FLUSH_AFTER_BLOCKS = RESULT_RECORDS;
 
 let init: InitMessage | null = null;
 let layout: TaskLayout | null = null;
-let processBlock: ((block: unknown, context: unknown) => unknown) | null = null;
-let context: unknown;
+let processBlock: ((block: unknown, state: unknown, context: BlockContext) => unknown) | null =
+  null;
+let state: unknown;
+let outputs: BlockOutputs = new BlockOutputs([], "run");
+let params: BlockContext["params"] = {};
+const NO_OUTPUTS: BlockContext["outputs"] = Object.freeze({});
 let status: Float64Array | null = null;
 let meter: ThreadMeter | null = null;
 let stride = RECORD_STRIDE_PLAIN;
@@ -68,6 +74,7 @@ let queueSize = 0;
 let records = new Float64Array(RESULT_BUFFER_FLOATS);
 let recordCount = 0;
 let errors: BlockError[] = [];
+let commits: BlockCommit[] = [];
 const spareRecordBuffers: ArrayBuffer[] = [];
 /** Block buffers already read, to hand back with the next results. */
 let usedBlockBuffers: ArrayBuffer[] = [];
@@ -139,7 +146,9 @@ async function initialise(message: InitMessage): Promise<void> {
       );
     }
     processBlock = task.process.bind(task);
-    context = typeof task.setup === "function" ? await task.setup() : undefined;
+    outputs = new BlockOutputs(message.outputs, message.runId);
+    params = Object.freeze({ ...(message.params ?? {}) });
+    state = typeof task.setup === "function" ? await task.setup() : undefined;
     post({ kind: "ready" });
   } catch (error) {
     post({ kind: "setup-failed", ...errorFields(error) });
@@ -167,7 +176,16 @@ function flush(): void {
   const spare = usedBlockBuffers;
   usedBlockBuffers = [];
   post(
-    { kind: "results", count: recordCount, stride, records, errors, cpuSeconds, spare },
+    {
+      kind: "results",
+      count: recordCount,
+      stride,
+      records,
+      errors,
+      cpuSeconds,
+      ...(outputs.empty ? {} : { commits }),
+      spare,
+    },
     [records.buffer, ...spare],
   );
   const reuse = spareRecordBuffers.pop();
@@ -176,6 +194,7 @@ function flush(): void {
     : new Float64Array(RESULT_BUFFER_FLOATS);
   recordCount = 0;
   errors = [];
+  commits = [];
 }
 
 function recallRequested(s: Float64Array): boolean {
@@ -205,10 +224,23 @@ async function drain(): Promise<void> {
     s[StatusSlot.Running] = 1;
     let error: unknown = null;
     try {
-      const result = processBlock!(block, context);
+      const context: BlockContext = {
+        outputs: outputs.empty ? NO_OUTPUTS : outputs.prepare(block),
+        params,
+      };
+      const result = processBlock!(block, state, context);
       if (result instanceof Promise) await result;
+      // Hash what the block staged, here where the data is; a file outside its chunks fails it.
+      if (!outputs.empty) commits.push(outputs.collect(block, position));
     } catch (e) {
       error = e ?? new Error("process threw a nullish value");
+      if (!outputs.empty) {
+        try {
+          outputs.discard(block);
+        } catch {
+          // The next attempt's prepare, or the sweep at the next start, removes it.
+        }
+      }
     }
     const seconds = (performance.now() - t0) / 1000;
     s[StatusSlot.Running] = 0;

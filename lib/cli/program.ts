@@ -88,6 +88,11 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .option(
+      "--force <task[:offset:shape]>",
+      "run these blocks whatever the ledger says (done, fresh or quarantined); repeatable",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
       "--grace <seconds>",
       "after SIGINT/SIGTERM, how long blocks in flight may finish",
       parsePositiveNumber,

@@ -21,6 +21,7 @@ import type { MmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import type { SkipReason } from "../schedule/mod.ts";
 import { installStopSwitch } from "./signals.ts";
+import { describeReconcile, ForcedBlocks, needsProvenance, RunOutputs } from "../outputs/mod.ts";
 import { layoutWarnings } from "./plan.ts";
 import { resolve } from "node:path";
 
@@ -39,6 +40,8 @@ export interface RunCommandOptions {
   readonly verbose?: boolean;
   /** `--skip-mask TASK=PATH`, repeatable. */
   readonly skipMask?: readonly string[];
+  /** `--force TASK[:OFFSET:SHAPE]`, repeatable: run those blocks whatever the ledger says. */
+  readonly force?: readonly string[];
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
@@ -83,10 +86,12 @@ export async function runPipeline(
   });
   let tracking: TrackingSession;
   try {
+    const provenance = needsProvenance(pipeline, graph);
     tracking = await TrackingSession.open(pipeline, graph.layouts, {
       trackingDir: options.trackingDir ?? null,
       resourceTracking: options.resourceTracking === true,
       mmap: mmapKindFor(options.trackingIo ?? "auto"),
+      provenance: (t) => provenance[t] === true,
       onNotice: (message) => observer.notice?.(message),
     });
   } catch (error) {
@@ -94,6 +99,19 @@ export async function runPipeline(
     events?.close();
     throw error;
   }
+  let outputs: RunOutputs;
+  let forced: ForcedBlocks;
+  try {
+    forced = ForcedBlocks.parse(options.force ?? [], pipeline, graph.layouts);
+    outputs = RunOutputs.open(pipeline, graph, tracking);
+  } catch (error) {
+    tracking.close(null, null);
+    console.close();
+    events?.close();
+    throw error;
+  }
+  for (const summary of outputs.summaries) observer.notice?.(describeReconcile(summary));
+  observer.outputsReconciled?.(outputs.summaries);
   if (options.verbose === true) {
     for (let t = 0; t < pipeline.tasks.length; t++) {
       const store = tracking.store(t);
@@ -123,9 +141,12 @@ export async function runPipeline(
   }
   const common = {
     observer,
-    sink: tracking,
-    precheck: (t: number) => combinePrechecks(tracking.precheck(t), masks[t] ?? null),
-    alreadyDone: (t: number) => tracking.fullyDone(t),
+    sink: outputs,
+    precheck: (t: number) =>
+      combinePrechecks(outputs.precheck(t, tracking.precheck(t), forced), masks[t] ?? null),
+    alreadyDone: (t: number) => outputs.fullyFresh(t, (u) => tracking.fullyDone(u), forced),
+    outputs: outputs.plans,
+    runId: tracking.runId,
   };
   let result: RunResult;
   try {
@@ -140,12 +161,14 @@ export async function runPipeline(
         output: console.output,
       });
   } catch (error) {
+    await outputs.close();
     tracking.close(null, null);
     throw error;
   } finally {
     stop.dispose();
     console.close();
   }
+  await outputs.close();
   const code = exitCodeForOutcome(result.outcome);
   tracking.close(result, code, (t) => {
     const mask = masks[t];
@@ -202,6 +225,7 @@ function combineObservers(...observers: (RunObserver | null)[]): RunObserver {
     blockFailed: (failure) => list.forEach((o) => o.blockFailed?.(failure)),
     progress: (tasks) => list.forEach((o) => o.progress?.(tasks)),
     notice: (message) => list.forEach((o) => o.notice?.(message)),
+    outputsReconciled: (summaries) => list.forEach((o) => o.outputsReconciled?.(summaries)),
     runFinished: (result) => list.forEach((o) => o.runFinished?.(result)),
   };
 }

@@ -26,14 +26,25 @@ function placeholderValues(block: Block): Record<string, string> {
   };
 }
 
-/** Replace `{name}` placeholders; `{{` and `}}` stand for literal braces. */
-export function expandCommand(template: readonly string[], block: Block): string[] {
+/**
+ * Replace `{name}` placeholders, and `{output:NAME}` by where the block writes output NAME;
+ * `{{` and `}}` stand for literal braces.
+ */
+export function expandCommand(
+  template: readonly string[],
+  block: Block,
+  outputs: Readonly<Record<string, string>> = {},
+): string[] {
   const values = placeholderValues(block);
   return template.map((arg) =>
-    arg.replace(PLACEHOLDER_PATTERN, (match, name: string | undefined) => {
+    arg.replace(PLACEHOLDER_PATTERN, (match, name: string | undefined, output?: string) => {
       if (match === "{{") return "{";
       if (match === "}}") return "}";
-      const value = name === undefined ? undefined : values[name];
+      const value = output !== undefined
+        ? (name === "output" ? outputs[output] : undefined)
+        : name === undefined
+        ? undefined
+        : values[name];
       if (value === undefined) {
         throw new Error(
           `Unknown placeholder "${match}" in command argument "${arg}"; known placeholders: ${placeholderList()}`,
@@ -44,9 +55,17 @@ export function expandCommand(template: readonly string[], block: Block): string
   );
 }
 
-export function commandEnvironment(block: Block): Record<string, string> {
+export function commandEnvironment(
+  block: Block,
+  outputs: Readonly<Record<string, string>> = {},
+): Record<string, string> {
   const v = placeholderValues(block);
+  const staged: Record<string, string> = {};
+  for (const [name, where] of Object.entries(outputs)) {
+    staged[`BLOCKWISE_OUTPUT_${name.toUpperCase()}`] = where;
+  }
   return {
+    ...staged,
     BLOCKWISE_TASK_ID: v.task_id!,
     BLOCKWISE_BLOCK_ID: v.block_id!,
     BLOCKWISE_INDEX: v.index!,
@@ -82,6 +101,8 @@ export interface CommandOptions {
   readonly signal?: AbortSignal;
   /** The folder the command runs in; absent or null for the process's. */
   readonly cwd?: string | null;
+  /** Where the block writes each declared output (its staging locations). */
+  readonly outputs?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -117,10 +138,10 @@ export function runCommandBlock(
   block: Block,
   options: CommandOptions = {},
 ): Promise<void> {
-  const argv = expandCommand(template, block);
+  const argv = expandCommand(template, block, options.outputs);
   const [file, ...args] = argv;
   const cwd = options.cwd ?? null;
-  const env = { ...process.env, ...commandEnvironment(block) };
+  const env = { ...process.env, ...commandEnvironment(block, options.outputs) };
   const onStdout = options.onStdout ?? ((lines: string) => process.stdout.write(lines));
   const onStderr = options.onStderr ?? ((lines: string) => process.stderr.write(lines));
   return new Promise((resolve, reject) => {

@@ -17,6 +17,7 @@ import {
   STATUS_FAILED,
 } from "./protocol/messages.ts";
 import { errorParts } from "./run_types.ts";
+import { type BlockCommit, BlockOutputs } from "../outputs/block_outputs.ts";
 
 export class CommandExecutor implements Executor {
   readonly id: number;
@@ -27,6 +28,7 @@ export class CommandExecutor implements Executor {
   readonly #spec: ExecutorSpec;
   readonly #command: readonly string[];
   readonly #cwd: string | null;
+  readonly #outputs: BlockOutputs;
   /** Blocks sent and not started: (position, attempt) pairs from `#queueHead`. */
   #queue: number[] = [];
   #queueHead = 0;
@@ -40,6 +42,7 @@ export class CommandExecutor implements Executor {
     this.#spec = spec;
     this.#command = config.command;
     this.#cwd = config.cwd;
+    this.#outputs = new BlockOutputs(spec.outputs, spec.runId);
     this.id = spec.id;
     this.task = spec.task;
     queueMicrotask(() => {
@@ -124,14 +127,20 @@ export class CommandExecutor implements Executor {
       this.#abort = new AbortController();
       const t0 = performance.now();
       let failure: { message: string; stack?: string } | null = null;
+      let commit: BlockCommit | null = null;
       try {
+        const outputs = this.#outputs.empty ? {} : this.#outputs.prepare(block);
         await runCommandBlock(this.#command, block, {
+          outputs,
           onStdout: (text) => events.output(this, "stdout", text),
           onStderr: (text) => events.output(this, "stderr", text),
           signal: this.#abort.signal,
           cwd: this.#cwd,
         });
+        // The command's files are hashed here: the slot's thread is where the data is.
+        if (!this.#outputs.empty) commit = this.#outputs.collect(block, position);
       } catch (error) {
+        if (!this.#outputs.empty) this.#outputs.discard(block);
         failure = this.#timedOut
           ? { message: `Command timed out after ${config.timeout} s and was killed` }
           : error instanceof CommandFailure
@@ -154,6 +163,7 @@ export class CommandExecutor implements Executor {
         ),
         errors: failure === null ? [] : [{ position, ...failure }],
         cpuSeconds: Number.NaN,
+        ...(this.#outputs.empty ? {} : { commits: commit === null ? [] : [commit] }),
       };
       events.results(this, result);
     }

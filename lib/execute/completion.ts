@@ -10,6 +10,7 @@
  */
 
 import type { TaskLayout } from "../blocks/mod.ts";
+import type { BlockCommit } from "../outputs/block_outputs.ts";
 import { messageOf } from "../errors.ts";
 import type { Scheduler, SkipReason } from "../schedule/mod.ts";
 import type { BlockFailure, RunObserver } from "./run_types.ts";
@@ -30,6 +31,10 @@ export interface BlockReport {
   workerId: number;
   /** The `Usage` figures of the attempt (resource tracking), or null. */
   usage: Float64Array | null;
+  /** What a block with declared outputs staged (its files and hashes), or null. */
+  commit: BlockCommit | null;
+  /** Seconds the attempt ran (wall time). */
+  seconds: number;
 }
 
 /** Where outcomes are kept (the tracking store, later the output manifest). */

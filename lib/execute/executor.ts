@@ -7,6 +7,7 @@
  */
 
 import type { TaskLayout } from "../blocks/mod.ts";
+import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { TaskConfig } from "../pipeline/spec.ts";
 import type { InFlightQueue } from "./in_flight.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
@@ -69,6 +70,10 @@ export interface ExecutorSpec {
   readonly pipelinePath: string;
   /** Measure CPU, RSS and I/O per block (resource tracking). */
   readonly measure: boolean;
+  /** The task's declared outputs, resolved for this run (empty without outputs). */
+  readonly outputs: readonly OutputPlan[];
+  /** Names this run's staging folders. */
+  readonly runId: string;
   readonly clock: RunClock;
   readonly events: ExecutorEvents;
 }

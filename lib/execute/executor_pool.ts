@@ -7,6 +7,7 @@
  */
 
 import type { DependencyGraph } from "../graph/mod.ts";
+import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { ResourceBudget, Scheduler } from "../schedule/mod.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
 import type { BlockSource } from "./block_source.ts";
@@ -31,6 +32,9 @@ export interface ExecutorPoolOptions {
   readonly observer: RunObserver;
   readonly measure: (task: number) => boolean;
   readonly maxWindow: number;
+  /** Each task's resolved outputs (none: empty). */
+  readonly outputs: (task: number) => readonly OutputPlan[];
+  readonly runId: string;
 }
 
 export class ExecutorPool {
@@ -97,6 +101,8 @@ export class ExecutorPool {
       layout: o.graph.layouts[t]!,
       pipelinePath: o.pipelinePath,
       measure: o.measure(t),
+      outputs: o.outputs(t),
+      runId: o.runId,
       clock: o.clock,
       events: o.events,
     });
@@ -163,6 +169,8 @@ export class ExecutorPool {
           returnedAt: now,
           workerId: executor.id,
           usage: null,
+          commit: null,
+          seconds: 0,
         };
         completion.failed(report, {
           message: `Worker ${executor.id} stopped while running this block: ${reason}`,

@@ -12,6 +12,7 @@
  */
 
 import type { DependencyGraph } from "../graph/mod.ts";
+import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { ResourceBudget, type Resources, Scheduler } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
@@ -58,6 +59,10 @@ export interface ParallelRunOptions {
   readonly executorFactory?: ExecutorFactory;
   /** The clock and timers (tests inject a manual one). */
   readonly clock?: RunClock;
+  /** Each task's resolved outputs, indexed like the pipeline's tasks (default: none). */
+  readonly outputs?: readonly (readonly OutputPlan[])[];
+  /** Names this run's staging folders (default "run"). */
+  readonly runId?: string;
   /** Where worker output goes. */
   readonly output?: (
     taskId: string,
@@ -160,6 +165,8 @@ export class ParallelRun implements ExecutorEvents {
       observer: this.#observer,
       measure: options.measure ?? (() => false),
       maxWindow,
+      outputs: (t) => options.outputs?.[t] ?? [],
+      runId: options.runId ?? "run",
     });
     this.#intake = new ResultIntake(
       this.tasks,

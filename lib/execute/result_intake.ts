@@ -36,6 +36,8 @@ export class ResultIntake {
     returnedAt: 0,
     workerId: 0,
     usage: null,
+    commit: null,
+    seconds: 0,
   };
   readonly #figures = new Float64Array(USAGE_FIELDS);
 
@@ -73,6 +75,8 @@ export class ResultIntake {
     }
     const { records, stride } = message;
     let errorAt = 0;
+    let doneAt = 0;
+    const commits = message.commits;
     let seconds = 0;
     let n = 0;
     for (let i = 0; i < message.count; i++) {
@@ -87,6 +91,8 @@ export class ResultIntake {
       task.stats.durations.add(d);
       stats.blocks++;
       report.position = position;
+      report.seconds = d;
+      report.commit = null;
       report.attempt = executor.inFlight.lastAttempt;
       report.sentAt = executor.inFlight.lastSentAt;
       if (measured) {
@@ -96,6 +102,13 @@ export class ResultIntake {
         report.usage = null;
       }
       if (records[at + RECORD_STATUS] === STATUS_DONE) {
+        if (commits !== undefined) {
+          const commit = commits[doneAt++]!;
+          if (commit.position !== position) {
+            return `the worker's outputs for block position ${commit.position} do not match its done block ${position}`;
+          }
+          report.commit = commit;
+        }
         this.#completion.done(report);
       } else {
         const error = message.errors[errorAt++]!;

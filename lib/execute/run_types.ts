@@ -3,6 +3,7 @@
 import type { CounterSnapshot } from "../schedule/mod.ts";
 import type { BlockId } from "../blocks/mod.ts";
 import type { UtilizationReport } from "./run_stats.ts";
+import type { ReconcileSummary } from "../outputs/reconcile.ts";
 
 export interface BlockFailure {
   readonly taskId: string;
@@ -61,6 +62,8 @@ export interface RunObserver {
   /** Called after state changes; observers throttle themselves. */
   progress?(tasks: readonly TaskResult[]): void;
   notice?(message: string): void;
+  /** Outputs were reconciled with the manifest and the disk at the start (one per task). */
+  outputsReconciled?(summaries: readonly ReconcileSummary[]): void;
   runFinished?(result: RunResult): void;
 }
 

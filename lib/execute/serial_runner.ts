@@ -23,6 +23,8 @@ import {
   type TaskResult,
 } from "./run_types.ts";
 import { schedulerOptions } from "./scheduler_options.ts";
+import { BlockOutputs } from "../outputs/block_outputs.ts";
+import type { OutputPlan } from "../outputs/output_plan.ts";
 
 export interface SerialRunOptions {
   readonly observer?: RunObserver;
@@ -34,6 +36,10 @@ export interface SerialRunOptions {
   /** Checked between blocks; when it reports a reason the run stops and reports it. */
   readonly stopRequested?: () => StopReason | null;
   readonly clock?: RunClock;
+  /** Each task's resolved outputs, indexed like the pipeline's tasks (default: none). */
+  readonly outputs?: readonly (readonly OutputPlan[])[];
+  /** Names this run's staging folders (default "run"). */
+  readonly runId?: string;
 }
 
 export async function runSerial(
@@ -73,6 +79,10 @@ export async function runSerial(
   const snapshots = (): TaskResult[] =>
     order.map((t) => ({ id: tasks[t]!.id, counters: scheduler.snapshot(t), running: 0 }));
   const contexts = new Map<number, unknown>();
+  const staging = tasks.map((_, t) =>
+    new BlockOutputs(options.outputs?.[t] ?? [], options.runId ?? "run")
+  );
+  const outputsOf = (t: number): BlockOutputs => staging[t]!;
   let stoppedBy: StopReason | null = null;
 
   observer.runStarted?.(snapshots());
@@ -124,15 +134,23 @@ export async function runSerial(
         returnedAt: 0,
         workerId: -1,
         usage: null,
+        commit: null,
+        seconds: 0,
       };
+      const staging = outputsOf(t);
       let failure: { message: string; stack?: string } | null = null;
+      const t0 = performance.now();
       try {
+        const outputs = staging.empty ? {} : staging.prepare(block);
         if (task.kind === "process") {
-          await task.process(block, context, { outputs: {}, params: task.params ?? {} });
-        } else await runCommandBlock(task.command, block, { cwd: task.cwd });
+          await task.process(block, context, { outputs, params: task.params ?? {} });
+        } else await runCommandBlock(task.command, block, { cwd: task.cwd, outputs });
+        if (!staging.empty) report.commit = staging.collect(block, position);
       } catch (error) {
         failure = errorParts(error);
+        if (!staging.empty) staging.discard(block);
       }
+      report.seconds = (performance.now() - t0) / 1000;
       report.returnedAt = clock.now();
       if (failure === null) await completion.done(report);
       else completion.failed(report, failure);

@@ -183,6 +183,9 @@ export class StreamExecutor implements Executor {
           pipelineSha256: this.#o.pipelineSha256,
           layout: spec.config.layout,
           measure: spec.measure,
+          outputs: spec.outputs,
+          runId: spec.runId,
+          params: spec.config.params,
         });
         return;
       case "ready":

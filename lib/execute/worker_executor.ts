@@ -7,6 +7,8 @@
  */
 
 import type { LayoutSpec } from "../blocks/mod.ts";
+import type { OutputPlan } from "../outputs/output_plan.ts";
+import type { JsonValue } from "../pipeline/spec.ts";
 import { spawnWorker } from "../runtime/mod.ts";
 import {
   BufferPool,
@@ -37,6 +39,9 @@ export interface WebWorkerOptions {
   readonly measure: boolean;
   /** Seconds per block, or null. */
   readonly timeout: number | null;
+  readonly outputs: readonly OutputPlan[];
+  readonly runId: string;
+  readonly params: Readonly<Record<string, JsonValue>> | null;
   readonly events: ExecutorEvents;
 }
 
@@ -49,6 +54,9 @@ export function webWorkerOptions(spec: ExecutorSpec): WebWorkerOptions {
     pipelinePath: spec.pipelinePath,
     measure: spec.measure,
     timeout: spec.config.timeout,
+    outputs: spec.outputs,
+    runId: spec.runId,
+    params: spec.config.params,
     events: spec.events,
   };
 }
@@ -97,6 +105,9 @@ export class WorkerExecutor implements Executor {
       pipelineSha256: null,
       layout: spec.layout,
       measure: spec.measure,
+      outputs: spec.outputs,
+      runId: spec.runId,
+      params: spec.params,
       status: shared,
     };
     this.#worker.postMessage(init);

@@ -163,6 +163,9 @@ class Relay implements ExecutorEvents {
       layout: init.layout,
       pipelinePath: init.pipeline,
       measure: init.measure,
+      outputs: init.outputs,
+      runId: init.runId,
+      params: init.params,
       timeout: null, // the scheduler enforces timeouts, on its own clock
       events: this,
     });

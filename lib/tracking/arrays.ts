@@ -22,10 +22,24 @@ export interface TrackingArraySpec {
   /** JSON fill value as written in zarr.json. */
   readonly fillValue: number | "NaN";
   readonly resourceTracking: boolean;
+  /** Only in stores of tasks with provenance (outputs, version, params or inputs upstream). */
+  readonly provenance?: boolean;
   readonly description: string;
 }
 
 export const WORKER_NONE = 2 ** 32 - 1;
+/** `recipe` of a block made without provenance. */
+export const RECIPE_NONE = 2 ** 32 - 1;
+
+/** Whether an array belongs in a store with these optional sets. */
+export function arrayWanted(
+  spec: TrackingArraySpec,
+  sets: { readonly resourceTracking: boolean; readonly provenance: boolean },
+): boolean {
+  if (spec.resourceTracking) return sets.resourceTracking;
+  if (spec.provenance === true) return sets.provenance;
+  return true;
+}
 
 export const TRACKING_ARRAYS: readonly TrackingArraySpec[] = [
   {
@@ -111,6 +125,39 @@ export const TRACKING_ARRAYS: readonly TrackingArraySpec[] = [
     fillValue: "NaN",
     resourceTracking: true,
     description: "return time, seconds since the UNIX epoch (scheduler clock)",
+  },
+  {
+    name: "content_hash",
+    dtype: "uint64",
+    fillValue: 0,
+    resourceTracking: false,
+    provenance: true,
+    description:
+      "first 8 bytes (little-endian) of the block's content SHA-256 (0 = none); without outputs, of its provenance",
+  },
+  {
+    name: "recipe",
+    dtype: "uint32",
+    fillValue: RECIPE_NONE,
+    resourceTracking: false,
+    provenance: true,
+    description: "line of recipes.jsonl (version, params, inputs) the block was made with",
+  },
+  {
+    name: "upstream_digest",
+    dtype: "uint64",
+    fillValue: 0,
+    resourceTracking: false,
+    provenance: true,
+    description: "digest of the content hashes of the upstream blocks it read",
+  },
+  {
+    name: "inputs_digest",
+    dtype: "uint64",
+    fillValue: 0,
+    resourceTracking: false,
+    provenance: true,
+    description: "digest of the fingerprints of its declared inputs under its read ROI",
   },
 ];
 

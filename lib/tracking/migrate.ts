@@ -30,8 +30,8 @@ import {
   writeFileDurable,
 } from "../zarr/mod.ts";
 import { arrayMetadata, chunkKey, fillPattern, itemSize, TRACKING_ARRAYS } from "./arrays.ts";
-import { isHolderAlive, LOCK_FILE, readStoreLock } from "./lock.ts";
-import { appendRunRecord, lastRunRecord, RUNS_LOG_FILE } from "./runs_log.ts";
+import { isHolderAlive, readStoreLock } from "./lock.ts";
+import { appendRunRecord, lastRunRecord } from "./runs_log.ts";
 import { VERSION } from "../version.ts";
 import type { StoredLayout } from "./store_layout.ts";
 
@@ -267,8 +267,11 @@ export function migrateStore(
         documentText(arrayMetadata(spec, newLayout.trackingShape)),
       );
     }
-    const runs = path.join(dir, RUNS_LOG_FILE);
-    if (fs.existsSync(runs)) fs.copyFileSync(runs, path.join(tmp, RUNS_LOG_FILE));
+    // The logs beside the arrays (runs, manifest, recipes, errors) and the lock come along.
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (!entry.isFile() || entry.name === "zarr.json") continue;
+      fs.copyFileSync(path.join(dir, entry.name), path.join(tmp, entry.name));
+    }
     appendRunRecord(tmp, {
       kind: "migration",
       at: new Date().toISOString(),
@@ -282,8 +285,6 @@ export function migrateStore(
       blockwise_version: VERSION,
       pid: process.pid,
     });
-    const lock = path.join(dir, LOCK_FILE);
-    if (fs.existsSync(lock)) fs.copyFileSync(lock, path.join(tmp, LOCK_FILE));
     writeFileDurable(path.join(tmp, "zarr.json"), documentText(groupMetadata));
     fsyncDirectory(tmp);
     onStep("built");

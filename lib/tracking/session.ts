@@ -28,6 +28,8 @@ export interface TrackingOptions {
   /** `--resource-tracking`: for tasks that do not set `resourceTracking`. */
   readonly resourceTracking: boolean;
   readonly mmap?: MmapKind | "auto";
+  /** Tasks whose stores keep per-block provenance (lib/outputs/provenance.ts). */
+  readonly provenance?: (task: number) => boolean;
   readonly command?: string;
   readonly onNotice?: (message: string) => void;
   /** Milliseconds between flushes (msync or fs write-back). */
@@ -62,7 +64,7 @@ export class TrackingSession implements CompletionSink {
   private readonly tracked: (Tracked | null)[];
   private readonly layouts: readonly TaskLayout[];
   private timer: ReturnType<typeof setInterval> | null = null;
-  private readonly runId = randomUUID();
+  private readonly runId_ = randomUUID();
   private readonly startedAt = new Date();
   private closed = false;
 
@@ -109,6 +111,7 @@ export class TrackingSession implements CompletionSink {
             taskId: task.id,
             layout: layouts[t]!,
             resourceTracking: task.resourceTracking ?? options.resourceTracking,
+            provenance: options.provenance?.(t) === true,
             ...(options.mmap === undefined ? {} : { mmap: options.mmap }),
             ...(options.onNotice === undefined ? {} : { onNotice: options.onNotice }),
           });
@@ -150,6 +153,18 @@ export class TrackingSession implements CompletionSink {
     session.announceResumes();
     session.timer = setInterval(() => session.flush(), options.flushIntervalMs ?? 2000);
     return session;
+  }
+
+  /** Names this run in runs.jsonl and in the staging folders of its outputs. */
+  get runId(): string {
+    return this.runId_;
+  }
+
+  /** Count the task's done blocks again (after reconciliation changed them). */
+  recount(task: number): void {
+    const t = this.tracked[task];
+    if (t === null || t === undefined) return;
+    this.tracked[task] = { ...t, doneAtStart: t.store.doneBlocks() };
   }
 
   store(task: number): TrackingStore | null {
@@ -201,7 +216,7 @@ export class TrackingSession implements CompletionSink {
   }
 
   /** An attempt failed: counted in `failures`, kept across runs (CompletionSink). */
-  failed(report: BlockReport): void {
+  failed(report: BlockReport, _permanent = false): void {
     const store = this.store(report.task);
     if (store === null) return;
     const cell = this.layouts[report.task]!.trackingCellOf(report.position);
@@ -264,7 +279,7 @@ export class TrackingSession implements CompletionSink {
     const ended = new Date();
     return {
       kind: "run",
-      run_id: this.runId,
+      run_id: this.runId_,
       task: id,
       started_at: this.startedAt.toISOString(),
       ended_at: ended.toISOString(),

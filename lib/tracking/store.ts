@@ -28,6 +28,7 @@ import {
 } from "../zarr/mod.ts";
 import {
   arrayMetadata,
+  arrayWanted,
   chunkKey,
   fillPattern,
   itemSize,
@@ -48,6 +49,18 @@ import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
 
 export type { StoreAttributes } from "./store_metadata.ts";
 
+/** The provenance arrays of a store, uint64 ones as pairs of little-endian 32-bit words. */
+export interface StoreProvenance {
+  readonly content: Uint32Array;
+  readonly recipe: Uint32Array;
+  readonly upstream: Uint32Array;
+  readonly inputs: Uint32Array;
+}
+
+function setsOf(o: OpenStoreOptions): { resourceTracking: boolean; provenance: boolean } {
+  return { resourceTracking: o.resourceTracking, provenance: o.provenance === true };
+}
+
 /** Store a non-negative integer below 2^53 as a little-endian uint64 without a BigInt. */
 function setUint64(words: Uint32Array, cell: number, value: number): void {
   const v = value > 0 ? Math.round(value) : 0;
@@ -59,6 +72,8 @@ export interface OpenStoreOptions {
   readonly taskId: string;
   readonly layout: TaskLayout;
   readonly resourceTracking: boolean;
+  /** Keep per-block provenance (content hash, recipe, digests): tasks with outputs, version... */
+  readonly provenance?: boolean;
   readonly mmap?: MmapKind | "auto";
   /** Migrate a grown volume in place (default true); false refuses it like any change. */
   readonly migrate?: boolean;
@@ -87,6 +102,8 @@ export class TrackingStore {
   readonly layout: TaskLayout;
   readonly attributes: StoreAttributes;
   readonly resourceTracking: boolean;
+  /** The provenance arrays, or null for a store without them. */
+  readonly provenance: StoreProvenance | null;
   readonly mmapKind: MmapKind;
   readonly created: boolean;
   readonly done: Uint8Array;
@@ -117,6 +134,14 @@ export class TrackingStore {
     this.attributes = attributes;
     this.resourceTracking = options.resourceTracking;
     this.#files = files;
+    this.provenance = options.provenance === true
+      ? {
+        content: files.get("content_hash")!.typed(Uint32Array),
+        recipe: files.get("recipe")!.typed(Uint32Array),
+        upstream: files.get("upstream_digest")!.typed(Uint32Array),
+        inputs: files.get("inputs_digest")!.typed(Uint32Array),
+      }
+      : null;
     this.created = created;
     this.mmapKind = files.get("done")!.kind;
     const view = (name: string, type: TypedName) => {
@@ -160,6 +185,7 @@ export class TrackingStore {
       task_id: options.taskId,
       layout: storedLayoutOf(layout),
       resource_tracking: options.resourceTracking,
+      ...(options.provenance === true ? { provenance: true } : {}),
       created_by: `blockwise ${VERSION}`,
     };
     const prepared = refusingSystemErrors(abs, "open the tracking store at", () => {
@@ -173,7 +199,7 @@ export class TrackingStore {
     const files = new Map<string, MappedFile>();
     try {
       for (const spec of TRACKING_ARRAYS) {
-        if (spec.resourceTracking && !options.resourceTracking) continue;
+        if (!arrayWanted(spec, setsOf(options))) continue;
         files.set(
           spec.name,
           await openMapped(path.join(abs, spec.name, chunkKey(layout.dims)), {
@@ -290,11 +316,22 @@ function openExisting(
   const meta = readStoreMetadata(dir);
   let attributes = meta.attributes;
   if (meta.taskHash !== expected.task_hash) attributes = migrateOrRefuse(meta, expected, options);
-  if (options.resourceTracking && !meta.resourceTracking) {
-    addMissingArrays(dir, expected.layout.grid_shape);
+  const sets = setsOf(options);
+  if (
+    (sets.resourceTracking && !meta.resourceTracking) || (sets.provenance && !meta.provenance)
+  ) {
+    addMissingArrays(dir, expected.layout.grid_shape, sets);
   }
-  if (options.resourceTracking && !attributes.resource_tracking) {
-    attributes = { ...attributes, resource_tracking: true };
+  const wanted = {
+    ...attributes,
+    ...(sets.resourceTracking ? { resource_tracking: true } : {}),
+    ...(sets.provenance ? { provenance: true } : {}),
+  };
+  if (
+    wanted.resource_tracking !== attributes.resource_tracking ||
+    wanted.provenance !== attributes.provenance
+  ) {
+    attributes = wanted;
     writeJsonAtomic(path.join(dir, "zarr.json"), groupMetadata(attributes));
   }
   return attributes;
@@ -322,6 +359,7 @@ function migrateOrRefuse(
   const migrated: StoreAttributes = {
     ...expected,
     resource_tracking: meta.attributes.resource_tracking,
+    ...(meta.attributes.provenance === true ? { provenance: true } : {}),
   };
   if (plan.grownAxes.length === 0) {
     // Same blocks at the same cells (e.g. read and write ROIs moved together): only the
@@ -353,7 +391,12 @@ function buildStore(dir: string, attributes: StoreAttributes): boolean {
   try {
     fs.mkdirSync(tmp);
     for (const spec of TRACKING_ARRAYS) {
-      if (spec.resourceTracking && !attributes.resource_tracking) continue;
+      if (
+        !arrayWanted(spec, {
+          resourceTracking: attributes.resource_tracking,
+          provenance: attributes.provenance === true,
+        })
+      ) continue;
       writeArray(tmp, spec, shape);
     }
     writeFileDurable(path.join(tmp, "zarr.json"), documentText(groupMetadata(attributes)));
@@ -377,10 +420,14 @@ function buildStore(dir: string, attributes: StoreAttributes): boolean {
   }
 }
 
-/** Resource tracking switched on for a store created without it: add its arrays. */
-function addMissingArrays(dir: string, shape: readonly number[]): void {
+/** Resource tracking or provenance switched on for a store made without: add those arrays. */
+function addMissingArrays(
+  dir: string,
+  shape: readonly number[],
+  sets: { readonly resourceTracking: boolean; readonly provenance: boolean },
+): void {
   for (const spec of TRACKING_ARRAYS) {
-    if (!spec.resourceTracking || fs.existsSync(path.join(dir, spec.name, "zarr.json"))) continue;
+    if (!arrayWanted(spec, sets) || fs.existsSync(path.join(dir, spec.name, "zarr.json"))) continue;
     const target = path.join(dir, spec.name);
     const tmp = hiddenSibling(target, "adding");
     fs.mkdirSync(tmp);

@@ -44,6 +44,8 @@ export interface StoreAttributes {
   readonly task_id: string;
   readonly layout: StoredLayout;
   readonly resource_tracking: boolean;
+  /** The store keeps per-block provenance arrays (absent: false). */
+  readonly provenance?: boolean;
   readonly created_by: string;
 }
 
@@ -60,6 +62,8 @@ export interface StoreMetadata {
   readonly layout: TaskLayout;
   /** Every resource array is present. */
   readonly resourceTracking: boolean;
+  /** Every provenance array is present. */
+  readonly provenance: boolean;
   /** The arrays present in the store, in `TRACKING_ARRAYS` order. */
   readonly arrays: readonly TrackingArraySpec[];
 }
@@ -205,6 +209,19 @@ export function readStoreMetadata(dir: string): StoreMetadata {
       }), although attributes.blockwise.resource_tracking is true. ${hint}`,
     );
   }
+  const provenanceFlag = b["provenance"] ?? false;
+  if (typeof provenanceFlag !== "boolean") throw invalid("provenance is not true or false");
+  const provenanceTotal = TRACKING_ARRAYS.filter((s) => s.provenance === true).length;
+  const provenancePresent = arrays.filter((s) => s.provenance === true).length;
+  if (provenanceFlag && provenancePresent < provenanceTotal) {
+    const missing = TRACKING_ARRAYS.filter((s) => s.provenance === true && !arrays.includes(s))
+      .map((s) => s.name);
+    throw refuse(
+      `Tracking store at ${abs} is damaged: provenance arrays are missing (${
+        missing.join(", ")
+      }), although attributes.blockwise.provenance is true. ${hint}`,
+    );
+  }
   const createdBy = b["created_by"];
   return {
     path: abs,
@@ -214,6 +231,7 @@ export function readStoreMetadata(dir: string): StoreMetadata {
       task_id: taskId,
       layout: canonical,
       resource_tracking: flag,
+      ...(provenanceFlag ? { provenance: true } : {}),
       created_by: typeof createdBy === "string" ? createdBy : "unknown",
     },
     format: STORE_FORMAT,
@@ -222,6 +240,7 @@ export function readStoreMetadata(dir: string): StoreMetadata {
     storedLayout: canonical,
     layout,
     resourceTracking: resourcePresent === resourceTotal,
+    provenance: provenancePresent === provenanceTotal,
     arrays,
   };
 }
@@ -285,7 +304,7 @@ function checkArrays(dir: string, layout: TaskLayout, hint: string): TrackingArr
       if (read.code !== "ENOENT" && read.code !== "ENOTDIR") {
         throw damaged(`${file} cannot be read (${messageOf(read.error)})`);
       }
-      if (spec.resourceTracking) continue;
+      if (spec.resourceTracking || spec.provenance === true) continue;
       throw damaged(`the array "${spec.name}" (${spec.name}/zarr.json) is missing`);
     }
     let meta: ZarrArrayMetadata;

@@ -94,7 +94,10 @@ export function encodeFrame(message: ToWorker | FromWorker | SessionFrame): Uint
     }
     case "results": {
       const values = message.count * message.stride;
-      const errors = message.errors.length === 0
+      // The tail: nothing, the errors array, or {errors, commits} when outputs were staged.
+      const errors = message.commits !== undefined
+        ? encoder.encode(JSON.stringify({ errors: message.errors, commits: message.commits }))
+        : message.errors.length === 0
         ? new Uint8Array(0)
         : encoder.encode(JSON.stringify(message.errors));
       const { bytes, view } = frame(FrameType.Results, 16 + 8 * values + errors.length);
@@ -163,13 +166,15 @@ function decodeBody(type: number, body: Uint8Array): Record<string, unknown> {
       const records = new Float64Array(values);
       for (let i = 0; i < values; i++) records[i] = view.getFloat64(16 + 8 * i, true);
       const tail = body.subarray(16 + 8 * values);
+      const extra = tail.length === 0 ? [] : parseJson(tail, "results");
+      const isObject = typeof extra === "object" && extra !== null && !Array.isArray(extra);
       return {
         kind: "results",
         count: n,
         stride,
         cpuSeconds: view.getFloat64(8, true),
         records,
-        errors: tail.length === 0 ? [] : parseJson(tail, "results"),
+        ...(isObject ? (extra as Record<string, unknown>) : { errors: extra }),
       };
     }
     case FrameType.Returned: {

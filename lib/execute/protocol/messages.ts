@@ -10,6 +10,9 @@
  */
 
 import type { LayoutSpec } from "../../blocks/mod.ts";
+import type { BlockCommit } from "../../outputs/block_outputs.ts";
+import type { OutputPlan } from "../../outputs/output_plan.ts";
+import type { JsonValue } from "../../pipeline/spec.ts";
 
 export const PROTOCOL_VERSION = 1;
 
@@ -54,6 +57,12 @@ export interface InitMessage {
   readonly layout: LayoutSpec;
   /** Measure CPU, RSS and I/O per block (resource tracking). */
   readonly measure: boolean;
+  /** The task's declared outputs, resolved (empty without outputs). */
+  readonly outputs: readonly OutputPlan[];
+  /** Names this run's staging folders. */
+  readonly runId: string;
+  /** The task's params (or null), handed to `process` in its context. */
+  readonly params: Readonly<Record<string, JsonValue>> | null;
 }
 
 export interface BlocksMessage {
@@ -117,6 +126,11 @@ export interface ResultsMessage {
   readonly errors: readonly BlockError[];
   /** CPU seconds the worker used since its previous results message (NaN if unknown). */
   readonly cpuSeconds: number;
+  /**
+   * With declared outputs: one per done record, in record order, what the block staged (its
+   * files, sizes, SHA-256 and content hash).
+   */
+  readonly commits?: readonly BlockCommit[];
   /** Web Workers only: block buffers handed back for reuse. */
   readonly spare?: readonly ArrayBuffer[];
 }
@@ -240,6 +254,54 @@ function spare(m: Fields, kind: string): { spare?: readonly ArrayBuffer[] } {
   return { spare: v as ArrayBuffer[] };
 }
 
+function commitsOf(m: Fields, done: number): { commits?: readonly BlockCommit[] } {
+  const v = m["commits"];
+  if (v === undefined) return {};
+  if (!Array.isArray(v) || v.length !== done) {
+    throw new ProtocolError(
+      `"results" message: "commits" must hold one entry per done record (${done}); got ${
+        preview(v)
+      }`,
+    );
+  }
+  return {
+    commits: v.map((c: unknown, i): BlockCommit => {
+      const f = fields({ kind: "commit", ...(typeof c === "object" ? c : { bad: c }) }, "Worker");
+      const files = f["files"];
+      const content = str(f, "content", "results commit");
+      if (!/^[0-9a-f]{64}$/.test(content)) {
+        throw bad("results commit", "content", "a SHA-256 in hex", content);
+      }
+      if (!Array.isArray(files)) throw bad("results commit", "files", "an array", files);
+      return {
+        position: num(f, "position", "results commit"),
+        content,
+        files: files.map((file: unknown) => {
+          const ff = fields(
+            { kind: "file", ...(typeof file === "object" ? file : { bad: file }) },
+            "Worker",
+          );
+          const path = str(ff, "path", `results commit ${i} file`);
+          if (path === "" || path.split("/").some((p) => p === ".." || p === "." || p === "")) {
+            throw bad(
+              `results commit ${i} file`,
+              "path",
+              "a relative path inside the output",
+              path,
+            );
+          }
+          return {
+            output: str(ff, "output", `results commit ${i} file`),
+            path,
+            size: count(ff, "size", `results commit ${i} file`),
+            sha256: str(ff, "sha256", `results commit ${i} file`),
+          };
+        }),
+      };
+    }),
+  };
+}
+
 /** Check a message from a worker; throws ProtocolError naming what is wrong. */
 export function parseFromWorker(value: unknown): FromWorker {
   const m = fields(value, "Worker");
@@ -294,6 +356,7 @@ export function parseFromWorker(value: unknown): FromWorker {
         records,
         errors,
         cpuSeconds: num(m, "cpuSeconds", kind),
+        ...commitsOf(m, n - failed),
         ...spare(m, kind),
       };
     }
@@ -333,6 +396,12 @@ export function parseToWorker(value: unknown): ToWorker {
       }
       const measure = m["measure"];
       if (typeof measure !== "boolean") throw bad(kind, "measure", "a boolean", measure);
+      const outputs = m["outputs"] ?? [];
+      if (!Array.isArray(outputs)) throw bad(kind, "outputs", "an array of output plans", outputs);
+      const params = m["params"] ?? null;
+      if (params !== null && (typeof params !== "object" || Array.isArray(params))) {
+        throw bad(kind, "params", "an object or null", params);
+      }
       return {
         kind,
         protocol: count(m, "protocol", kind),
@@ -342,6 +411,9 @@ export function parseToWorker(value: unknown): ToWorker {
         pipelineSha256: sha,
         layout: layout as LayoutSpec,
         measure,
+        outputs: outputs as OutputPlan[],
+        runId: typeof m["runId"] === "string" ? m["runId"] : "run",
+        params: params as Record<string, JsonValue> | null,
       };
     }
     case "blocks": {

@@ -1,0 +1,168 @@
+/**
+ * A block's outputs on the worker's side: the staging locations `process` (or a command) writes
+ * to, and, once it returned, what it wrote: every staged file with its size and SHA-256, checked
+ * against what the block may write (a Zarr output: only the chunk files its write ROI covers),
+ * and the block's content hash over all of them. Hashing happens here, where the data is; the
+ * scheduler only renames and records.
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { createHash } from "node:crypto";
+import type { Block } from "../pipeline/spec.ts";
+import type { OutputPlan } from "./output_plan.ts";
+import { blockStagingRoot, ownedChunkKeys, relativeOutputPath, stagedLocation } from "./staging.ts";
+
+/** One staged file: its output, its path below the output's base (`/`-separated), size, hash. */
+export interface StagedFile {
+  readonly output: string;
+  readonly path: string;
+  readonly size: number;
+  readonly sha256: string;
+}
+
+/** What a block's successful attempt produced, reported with its result. */
+export interface BlockCommit {
+  readonly position: number;
+  readonly files: readonly StagedFile[];
+  /** SHA-256 over the sorted "output/path" of every file and that file's SHA-256. */
+  readonly content: string;
+}
+
+const METADATA_FILES = new Set(["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"]);
+const READ_CHUNK = 1 << 20;
+
+export class BlockOutputs {
+  readonly #plans: readonly OutputPlan[];
+  readonly #runId: string;
+  readonly #buffer = new Uint8Array(READ_CHUNK);
+
+  constructor(plans: readonly OutputPlan[], runId: string) {
+    this.#plans = plans;
+    this.#runId = runId;
+  }
+
+  get empty(): boolean {
+    return this.#plans.length === 0;
+  }
+
+  /** Make the block's staging locations (empty); returns where each output is written. */
+  prepare(block: Block): Record<string, string> {
+    const where: Record<string, string> = {};
+    for (const plan of this.#plans) {
+      const location = stagedLocation(plan, this.#runId, block);
+      // A retry, or a run that died, may have left a previous attempt's files.
+      if (plan.kind === "zarr") {
+        fs.rmSync(location, { recursive: true, force: true });
+        fs.mkdirSync(location, { recursive: true });
+        for (const file of plan.metadataFiles) {
+          fs.writeFileSync(path.join(location, file.name), file.text);
+        }
+      } else {
+        fs.rmSync(location, { recursive: true, force: true });
+        fs.mkdirSync(path.dirname(location), { recursive: true });
+      }
+      where[plan.name] = location;
+    }
+    return where;
+  }
+
+  /**
+   * Everything the block staged, hashed. Throws (the attempt fails) when a declared path output
+   * is missing, or a Zarr output holds a file outside the block's chunks, naming it.
+   */
+  collect(block: Block, position: number): BlockCommit {
+    const files: StagedFile[] = [];
+    for (const plan of this.#plans) {
+      const location = stagedLocation(plan, this.#runId, block);
+      if (plan.kind === "path") {
+        const relative = relativeOutputPath(plan, block);
+        let stat: fs.Stats;
+        try {
+          stat = fs.statSync(location);
+        } catch {
+          throw new Error(
+            `Block ${
+              String(block.id)
+            } did not write its output "${plan.name}" (${plan.written}): nothing at ${location}. Write it to context.outputs.${plan.name}.`,
+          );
+        }
+        if (stat.isDirectory()) {
+          for (const sub of walk(location)) {
+            files.push(this.#hash(plan.name, `${relative}/${sub}`, path.join(location, sub)));
+          }
+        } else {
+          files.push(this.#hash(plan.name, relative, location));
+        }
+        continue;
+      }
+      const owned = new Set(ownedChunkKeys(plan, block.writeRoi));
+      for (const sub of walk(location)) {
+        if (!sub.includes("/") && METADATA_FILES.has(sub)) continue;
+        if (!owned.has(sub)) {
+          const mine = [...owned];
+          throw new Error(
+            `Block ${
+              String(block.id)
+            } wrote chunk ${sub} of output "${plan.name}" (${plan.written}), outside its write ROI ${
+              block.writeRoi.offset.join(",")
+            } + ${block.writeRoi.shape.join(",")}; its chunks are ${
+              mine.length <= 4
+                ? mine.join(" ")
+                : `${mine.slice(0, 3).join(" ")} ... (${mine.length})`
+            }. Write only the block's write ROI.`,
+          );
+        }
+        files.push(this.#hash(plan.name, sub, path.join(location, sub)));
+      }
+    }
+    return { position, files, content: contentHash(files) };
+  }
+
+  /** Remove a block's staging (after a failed attempt). */
+  discard(block: Block): void {
+    for (const plan of this.#plans) {
+      fs.rmSync(blockStagingRoot(plan, this.#runId, block), { recursive: true, force: true });
+    }
+  }
+
+  #hash(output: string, relative: string, file: string): StagedFile {
+    const h = createHash("sha256");
+    const fd = fs.openSync(file, "r");
+    let size = 0;
+    try {
+      for (;;) {
+        const n = fs.readSync(fd, this.#buffer, 0, READ_CHUNK, size);
+        if (n <= 0) break;
+        h.update(this.#buffer.subarray(0, n));
+        size += n;
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+    return { output, path: relative, size, sha256: h.digest("hex") };
+  }
+}
+
+/** The content hash of a block's files: order-independent, covers names and bytes. */
+export function contentHash(files: readonly StagedFile[]): string {
+  const lines = files.map((f) => `${f.output}/${f.path}\0${f.sha256}\n`).sort();
+  const h = createHash("sha256");
+  for (const line of lines) h.update(line);
+  return h.digest("hex");
+}
+
+/** Files below `dir`, as `/`-separated relative paths, sorted. */
+export function walk(dir: string): string[] {
+  const out: string[] = [];
+  const visit = (sub: string) => {
+    const here = sub === "" ? dir : path.join(dir, sub);
+    for (const entry of fs.readdirSync(here, { withFileTypes: true })) {
+      const rel = sub === "" ? entry.name : `${sub}/${entry.name}`;
+      if (entry.isDirectory()) visit(rel);
+      else out.push(rel);
+    }
+  };
+  visit("");
+  return out.sort();
+}

@@ -1,0 +1,30 @@
+/**
+ * Crash points for the crash test: `BLOCKWISE_TEST_CRASH_AT=<point>:<n>` makes the process kill
+ * itself with SIGKILL the n-th time it reaches `<point>` (a step of the output commit), so every
+ * step can be hit exactly rather than by luck. Unset, a crash point costs one comparison.
+ */
+
+import process from "node:process";
+
+export type CrashPoint =
+  | "commit:staged"
+  | "commit:intent"
+  | "commit:rename"
+  | "commit:renamed"
+  | "commit:recorded"
+  | "commit:done";
+
+const wanted = parse(process.env["BLOCKWISE_TEST_CRASH_AT"]);
+let seen = 0;
+
+function parse(value: string | undefined): { point: string; n: number } | null {
+  if (value === undefined || value === "") return null;
+  const at = value.lastIndexOf(":");
+  const n = Number(value.slice(at + 1));
+  return at > 0 && Number.isInteger(n) && n >= 1 ? { point: value.slice(0, at), n } : null;
+}
+
+export function crashPoint(point: CrashPoint): void {
+  if (wanted === null || wanted.point !== point) return;
+  if (++seen === wanted.n) process.kill(process.pid, "SIGKILL");
+}

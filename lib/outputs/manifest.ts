@@ -1,0 +1,160 @@
+/**
+ * The append-only `manifest.jsonl` of a task's tracking store: one JSON object per line,
+ * appended in batches with one write and one fsync, never rewritten. A torn last line (a kill
+ * mid-append) is ignored on reading; a later record about a block supersedes an earlier one.
+ *
+ *   {"t":"intent","index":[1,2],"block":"17","files":[["stats","17.json",4096,"9f..."]],
+ *    "content":"<sha256>","provenance":"<sha256>","recipe":0,"seconds":0.25,"at":"<iso>"}
+ *   {"t":"commit","index":[1,2]}                  the intent's renames are all done
+ *   {"t":"commit","index":[1,2],"adopted":true}   found complete after a crash, re-hashed
+ *   {"t":"drop","index":[1,2],"why":"..."}         outputs gone or rolled back: rebuild
+ *   {"t":"tombstone","index":[1,2],"content":"..."}  a temporary block's outputs deleted
+ *
+ * Blocks are keyed by grid index, which a grown volume keeps.
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+export const MANIFEST_FILE = "manifest.jsonl";
+const ENCODER = new TextEncoder();
+
+/** A file of a block's outputs: output name, path below the output's base, size, SHA-256. */
+export type ManifestFile = readonly [output: string, path: string, size: number, sha256: string];
+
+export interface IntentRecord {
+  readonly t: "intent";
+  readonly index: readonly number[];
+  readonly block: string;
+  readonly files: readonly ManifestFile[];
+  readonly content: string;
+  readonly provenance: string;
+  readonly recipe: number;
+  readonly seconds: number;
+  readonly at: string;
+}
+
+export type ManifestRecord =
+  | IntentRecord
+  | { readonly t: "commit"; readonly index: readonly number[]; readonly adopted?: boolean }
+  | { readonly t: "drop"; readonly index: readonly number[]; readonly why: string }
+  | { readonly t: "tombstone"; readonly index: readonly number[]; readonly content: string };
+
+/** What the manifest says about one block, after every record about it. */
+export interface BlockEntry {
+  /** The latest intent (its files and hashes), or null. */
+  readonly intent: IntentRecord | null;
+  /** "committed" / "intended" (no commit yet) / "dropped" / "tombstoned". */
+  readonly state: "committed" | "intended" | "dropped" | "tombstoned";
+  readonly adopted: boolean;
+}
+
+export interface ManifestContents {
+  readonly blocks: ReadonlyMap<string, BlockEntry>;
+  /** Lines that could not be read (a torn last line from a kill counts here). */
+  readonly unreadable: number;
+  readonly lines: number;
+}
+
+export function indexKey(index: readonly number[]): string {
+  return index.join(",");
+}
+
+/** Read a store's manifest (missing: empty). */
+export function readManifest(storeDir: string): ManifestContents {
+  const file = path.join(storeDir, MANIFEST_FILE);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") {
+      return { blocks: new Map(), unreadable: 0, lines: 0 };
+    }
+    throw error;
+  }
+  const blocks = new Map<string, BlockEntry>();
+  let unreadable = 0;
+  let lines = 0;
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    lines++;
+    let record: ManifestRecord;
+    try {
+      record = JSON.parse(line) as ManifestRecord;
+    } catch {
+      unreadable++;
+      continue;
+    }
+    if (typeof record !== "object" || record === null || !Array.isArray(record.index)) {
+      unreadable++;
+      continue;
+    }
+    const key = indexKey(record.index);
+    const before = blocks.get(key);
+    switch (record.t) {
+      case "intent":
+        blocks.set(key, { intent: record, state: "intended", adopted: false });
+        break;
+      case "commit":
+        if (before?.intent != null) {
+          blocks.set(key, {
+            intent: before.intent,
+            state: "committed",
+            adopted: record.adopted === true,
+          });
+        }
+        break;
+      case "drop":
+        blocks.set(key, { intent: before?.intent ?? null, state: "dropped", adopted: false });
+        break;
+      case "tombstone":
+        blocks.set(key, { intent: before?.intent ?? null, state: "tombstoned", adopted: false });
+        break;
+      default:
+        unreadable++;
+    }
+  }
+  return { blocks, unreadable, lines };
+}
+
+/** The writer of one store's manifest: batches of records, each batch durable when it returns. */
+export class ManifestWriter {
+  readonly path: string;
+  #fd: number | null;
+
+  constructor(storeDir: string) {
+    this.path = path.join(storeDir, MANIFEST_FILE);
+    this.#fd = fs.openSync(this.path, "a+");
+    // A kill mid-append leaves a torn last line: end it, so the next record starts a line.
+    const size = fs.fstatSync(this.#fd).size;
+    if (size > 0) {
+      const last = new Uint8Array(1);
+      fs.readSync(this.#fd, last, 0, 1, size - 1);
+      if (last[0] !== 0x0a) fs.writeSync(this.#fd, "\n");
+    }
+  }
+
+  /** Append records with one write and one fsync. */
+  append(records: readonly ManifestRecord[]): void {
+    if (records.length === 0) return;
+    const fd = this.#live();
+    const text = records.map((r) => JSON.stringify(r)).join("\n") + "\n";
+    const bytes = ENCODER.encode(text);
+    let written = 0;
+    while (written < bytes.length) {
+      written += fs.writeSync(fd, bytes, written, bytes.length - written);
+    }
+    fs.fsyncSync(fd);
+  }
+
+  close(): void {
+    if (this.#fd === null) return;
+    fs.closeSync(this.#fd);
+    this.#fd = null;
+  }
+
+  #live(): number {
+    if (this.#fd === null) throw new Error(`The manifest ${this.path} was closed`);
+    return this.#fd;
+  }
+}

@@ -1,0 +1,298 @@
+/**
+ * The start of every run of a task with outputs (seed 003, steps 4-5): sweep staging leftovers,
+ * then put every block in exactly one place, trusting the disk over the ledger:
+ *
+ * | manifest                      | on disk                    | done byte | what happens            |
+ * |-------------------------------|----------------------------|-----------|-------------------------|
+ * | committed                     | every file, sizes match    | set       | skip (recorded, present) |
+ * | committed                     | a file missing or resized  | cleared   | drop record, rebuild     |
+ * | intent only (crash mid-commit)| every file, hashes match   | set       | adopt (commit record)    |
+ * | intent only                   | not all / other bytes      | cleared   | roll back, rebuild       |
+ * | dropped, or nothing           | (anything)                 | cleared   | never built / rebuild    |
+ *
+ * plus files under the outputs that no record names (unexpected; counted, never deleted).
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { TaskLayout } from "../blocks/mod.ts";
+import type { TaskConfig } from "../pipeline/spec.ts";
+import type { TrackingStore } from "../tracking/store.ts";
+import { hexPrefixWords } from "./digest.ts";
+import { sha256File } from "./inputs.ts";
+import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
+import { readManifest } from "./manifest.ts";
+import { type OutputPlan, STAGING_FOLDER } from "./output_plan.ts";
+import { finalLocation } from "./staging.ts";
+
+export interface ReconcileSummary {
+  readonly task: string;
+  readonly recordedAndPresent: number;
+  readonly adopted: number;
+  readonly recordedNotPresent: number;
+  readonly rolledBack: number;
+  readonly neverBuilt: number;
+  readonly unexpected: number;
+  readonly unexpectedExamples: readonly string[];
+  readonly stagingRemoved: number;
+  readonly unreadableLines: number;
+}
+
+/** Positions whose outputs a reconcile found missing (plan's "output missing"). */
+export interface ReconcileResult {
+  readonly summary: ReconcileSummary;
+  readonly missing: ReadonlySet<number>;
+}
+
+const UNEXPECTED_LIMIT = 200_000;
+
+export function reconcileTask(
+  task: TaskConfig,
+  layout: TaskLayout,
+  plans: readonly OutputPlan[],
+  store: TrackingStore,
+  manifest: ManifestWriter | null,
+): ReconcileResult {
+  const stagingRemoved = manifest === null ? 0 : sweepStaging(plans, task.id);
+  const contents = readManifest(store.path);
+  const expected = new Set<string>();
+  const missing = new Set<number>();
+  const appends: ManifestRecord[] = [];
+  const recorded = new Uint8Array(layout.trackingCellCount);
+  let present = 0;
+  let adopted = 0;
+  let notPresent = 0;
+  let rolledBack = 0;
+  const buffer = new Uint8Array(1 << 20);
+  for (const entry of contents.blocks.values()) {
+    const intent = entry.intent;
+    if (intent === null || entry.state === "dropped" || entry.state === "tombstoned") continue;
+    const position = positionOfIndex(layout, intent.index);
+    if (position < 0) continue; // a block of a shrunk grid: not ours any more
+    const cell = layout.trackingCellOf(position);
+    const files = intent.files.map(([output, rel, size, sha]) => {
+      const plan = plans.find((p) => p.name === output);
+      return { file: plan === undefined ? null : finalLocation(plan, rel), size, sha };
+    });
+    if (entry.state === "committed") {
+      const gone = files.find((f) => f.file === null || !sizeMatches(f.file, f.size));
+      if (gone === undefined) {
+        present++;
+        for (const f of files) expected.add(f.file!);
+        if (cell >= 0) {
+          store.done[cell] = 1;
+          recorded[cell] = 1;
+          setContent(store, cell, intent);
+        }
+        continue;
+      }
+      notPresent++;
+      missing.add(position);
+      appends.push({
+        t: "drop",
+        index: intent.index,
+        why: `output missing: ${gone.file ?? "an output no longer declared"}`,
+      });
+    } else {
+      const whole = files.every((f) =>
+        f.file !== null && sizeMatches(f.file, f.size) && sha256File(f.file, buffer) === f.sha
+      );
+      if (whole) {
+        adopted++;
+        for (const f of files) expected.add(f.file!);
+        appends.push({ t: "commit", index: intent.index, adopted: true });
+        if (cell >= 0) {
+          store.done[cell] = 1;
+          recorded[cell] = 1;
+          setContent(store, cell, intent);
+        }
+        continue;
+      }
+      rolledBack++;
+      // A commit cut short: what it moved into place is not a whole block; remove it.
+      for (const f of files) {
+        if (f.file !== null) fs.rmSync(f.file, { recursive: true, force: true });
+      }
+      appends.push({
+        t: "drop",
+        index: intent.index,
+        why: "a commit cut short by a crash, rolled back",
+      });
+    }
+    if (cell >= 0) store.done[cell] = 0;
+  }
+  // A done byte without a durable record is a claim the disk cannot back: rebuild.
+  let neverBuilt = 0;
+  for (let p = 0; p < layout.blockCount; p++) {
+    const cell = layout.trackingCellOf(p);
+    if (cell < 0 || recorded[cell] === 1) continue;
+    if (store.done[cell] === 1) store.done[cell] = 0;
+    if (!missing.has(p)) neverBuilt++;
+  }
+  if (manifest !== null) manifest.append(appends);
+  const unexpected = unexpectedFiles(plans, expected);
+  return {
+    summary: {
+      task: task.id,
+      recordedAndPresent: present,
+      adopted,
+      recordedNotPresent: notPresent,
+      rolledBack,
+      neverBuilt,
+      unexpected: unexpected.count,
+      unexpectedExamples: unexpected.examples,
+      stagingRemoved,
+      unreadableLines: contents.unreadable,
+    },
+    missing,
+  };
+}
+
+/** The grid position of a block's grid index (as the manifest records it), or -1. */
+export function positionOfIndex(layout: TaskLayout, index: readonly number[]): number {
+  if (index.length !== layout.dims) return -1;
+  const coords = index.map((g, d) => g - layout.indexShift[d]!);
+  return layout.inGrid(coords) ? layout.positionOf(coords) : -1;
+}
+
+function setContent(store: TrackingStore, cell: number, intent: IntentRecord): void {
+  const p = store.provenance;
+  if (p !== null && /^[0-9a-f]{16}/.test(intent.content)) {
+    hexPrefixWords(intent.content, p.content, 2 * cell);
+  }
+}
+
+function sizeMatches(file: string, size: number): boolean {
+  try {
+    const stat = fs.statSync(file);
+    return stat.isFile() ? stat.size === size : stat.isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** Remove every staging folder of this task under its outputs; returns how many block folders went. */
+export function sweepStaging(plans: readonly OutputPlan[], taskId: string): number {
+  let removed = 0;
+  for (const base of new Set(plans.map((p) => p.base))) {
+    const staging = path.join(base, STAGING_FOLDER);
+    let runs: string[];
+    try {
+      runs = fs.readdirSync(staging);
+    } catch {
+      continue;
+    }
+    for (const run of runs) {
+      const mine = path.join(staging, run, taskId);
+      try {
+        removed += fs.readdirSync(mine).length;
+      } catch {
+        continue;
+      }
+      fs.rmSync(mine, { recursive: true, force: true });
+      removeIfEmpty(path.join(staging, run));
+    }
+    removeIfEmpty(staging);
+  }
+  return removed;
+}
+
+function removeIfEmpty(dir: string): void {
+  try {
+    fs.rmdirSync(dir);
+  } catch {
+    // Not empty (another task's staging), or gone.
+  }
+}
+
+/**
+ * Files under the outputs that look like block outputs (a path matching an output's template,
+ * or a chunk key of a Zarr output) but that no committed record names.
+ */
+function unexpectedFiles(
+  plans: readonly OutputPlan[],
+  expected: ReadonlySet<string>,
+): { count: number; examples: string[] } {
+  let count = 0;
+  const examples: string[] = [];
+  let seen = 0;
+  for (const plan of plans) {
+    const pattern = outputPattern(plan);
+    const depth = plan.kind === "path" ? plan.relative.split("/").length : 64;
+    const visit = (dir: string, rel: string, level: number) => {
+      let entries: fs.Dirent[];
+      try {
+        entries = fs.readdirSync(dir, { withFileTypes: true });
+      } catch {
+        return;
+      }
+      for (const e of entries) {
+        if (++seen > UNEXPECTED_LIMIT) return;
+        if (level === 0 && e.name === STAGING_FOLDER) continue;
+        const sub = rel === "" ? e.name : `${rel}/${e.name}`;
+        const full = path.join(dir, e.name);
+        // A chunk key names a file; the folders on its way (c, c/0) are walked through.
+        if (pattern.test(sub) && (plan.kind === "path" || !e.isDirectory())) {
+          if (!expected.has(full) && !(e.isDirectory() && hasExpectedBelow(full, expected))) {
+            count++;
+            if (examples.length < 3) examples.push(full);
+          }
+          continue;
+        }
+        if (e.isDirectory() && level + 1 < depth) visit(full, sub, level + 1);
+      }
+    };
+    visit(plan.base, "", 0);
+  }
+  return { count, examples };
+}
+
+function hasExpectedBelow(dir: string, expected: ReadonlySet<string>): boolean {
+  const prefix = dir + path.sep;
+  for (const file of expected) if (file.startsWith(prefix)) return true;
+  return false;
+}
+
+/** What a block's output path (below the base) looks like. */
+function outputPattern(plan: OutputPlan): RegExp {
+  if (plan.kind === "zarr") {
+    const sep = plan.keyEncoding.separator === "/" ? "/" : "\\.";
+    return plan.keyEncoding.name === "default"
+      ? new RegExp(`^c(${sep}\\d+)*$`)
+      : new RegExp(`^\\d+(${sep}\\d+)*$`);
+  }
+  const source = plan.relative
+    .split(/(\{\{|\}\}|\{[a-z_]+\})/)
+    .map((part) =>
+      part === "{{"
+        ? "\\{"
+        : part === "}}"
+        ? "\\}"
+        : /^\{[a-z_]+\}$/.test(part)
+        ? "[^/]+"
+        : part.replace(/[.*+?^$()|[\]\\]/g, "\\$&")
+    )
+    .join("");
+  return new RegExp(`^${source}$`);
+}
+
+/** The reconcile summary in one line, as the run prints it: the counts that are not zero. */
+export function describeReconcile(s: ReconcileSummary): string {
+  const parts = [`${s.recordedAndPresent} recorded and present`];
+  const add = (n: number, text: string) => {
+    if (n > 0) parts.push(`${n} ${text}`);
+  };
+  add(s.adopted, "adopted (complete but unrecorded: a run stopped between rename and record)");
+  add(s.recordedNotPresent, "recorded but missing (rebuilt)");
+  add(s.rolledBack, "rolled back (a commit cut short)");
+  add(s.neverBuilt, "never built");
+  add(
+    s.unexpected,
+    `unexpected file${s.unexpected === 1 ? "" : "s"} no record names (left alone${
+      s.unexpectedExamples.length > 0 ? `, e.g. ${s.unexpectedExamples[0]}` : ""
+    })`,
+  );
+  add(s.stagingRemoved, "staging leftovers removed");
+  add(s.unreadableLines, "torn manifest line(s) ignored");
+  return `Task "${s.task}": outputs reconciled: ${parts.join(", ")}`;
+}

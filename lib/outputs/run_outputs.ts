@@ -1,0 +1,198 @@
+/**
+ * Outputs and provenance of one run, as the run's CompletionSink in front of the tracking
+ * session: at the start it resolves every task's declared outputs, reconciles them against
+ * the manifest and the disk, and opens the provenance model; during the run a done block with
+ * outputs is committed (group commit) before the ledger marks it done, and every done block of
+ * a task with provenance records what it was made from; at the end it waits for the last
+ * commits and removes this run's staging folders.
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { DependencyGraph } from "../graph/mod.ts";
+import { InputError } from "../errors.ts";
+import { makeBlock } from "../execute/block.ts";
+import type { BlockReport, CompletionSink } from "../execute/completion.ts";
+import type { PipelineConfig } from "../pipeline/spec.ts";
+import type { TrackingSession } from "../tracking/session.ts";
+import { OutputCommitter } from "./committer.ts";
+import { ManifestWriter } from "./manifest.ts";
+import { type OutputPlan, planOutputs, STAGING_FOLDER } from "./output_plan.ts";
+import { ProvenanceModel } from "./provenance.ts";
+import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
+import { crashPoint } from "./crash_points.ts";
+import type { ForcedBlocks } from "./forced.ts";
+
+export class RunOutputs implements CompletionSink {
+  readonly plans: readonly (readonly OutputPlan[])[];
+  readonly provenance: ProvenanceModel;
+  readonly summaries: readonly ReconcileSummary[];
+  /** Per task, positions whose recorded outputs were found missing at the start. */
+  readonly missing: readonly ReadonlySet<number>[];
+  readonly #pipeline: PipelineConfig;
+  readonly #graph: DependencyGraph;
+  readonly #session: TrackingSession;
+  readonly #manifests: (ManifestWriter | null)[];
+  readonly #committer: OutputCommitter;
+  readonly #runId: string;
+
+  private constructor(
+    pipeline: PipelineConfig,
+    graph: DependencyGraph,
+    session: TrackingSession,
+    plans: OutputPlan[][],
+    manifests: (ManifestWriter | null)[],
+    summaries: ReconcileSummary[],
+    missing: ReadonlySet<number>[],
+  ) {
+    this.#pipeline = pipeline;
+    this.#graph = graph;
+    this.#session = session;
+    this.plans = plans;
+    this.#manifests = manifests;
+    this.summaries = summaries;
+    this.missing = missing;
+    this.#runId = session.runId;
+    this.#committer = new OutputCommitter(session.runId);
+    this.provenance = ProvenanceModel.open(
+      pipeline,
+      graph,
+      pipeline.tasks.map((_, t) => session.store(t)),
+    );
+  }
+
+  /**
+   * Resolve, check and reconcile every task's outputs. Refuses (InputError) outputs without a
+   * tracking store, and outputs that cannot be written as declared.
+   */
+  static open(
+    pipeline: PipelineConfig,
+    graph: DependencyGraph,
+    session: TrackingSession,
+  ): RunOutputs {
+    const plans = pipeline.tasks.map((task, t) => {
+      if (task.outputs.length === 0) return [];
+      if (session.store(t) === null) {
+        throw new InputError(
+          `Task "${task.id}" declares outputs, which need a tracking store (their manifest lives there); run with --tracking-dir DIR, or give the task tracking: "path/to/store".`,
+        );
+      }
+      return planOutputs(task, graph.layouts[t]!);
+    });
+    const manifests: (ManifestWriter | null)[] = [];
+    const summaries: ReconcileSummary[] = [];
+    const missing: ReadonlySet<number>[] = [];
+    pipeline.tasks.forEach((task, t) => {
+      const store = session.store(t);
+      if (plans[t]!.length === 0 || store === null) {
+        manifests.push(null);
+        missing.push(new Set());
+        return;
+      }
+      const manifest = new ManifestWriter(store.path);
+      manifests.push(manifest);
+      const result = reconcileTask(task, graph.layouts[t]!, plans[t]!, store, manifest);
+      summaries.push(result.summary);
+      missing.push(result.missing);
+      session.recount(t);
+    });
+    return new RunOutputs(pipeline, graph, session, plans, manifests, summaries, missing);
+  }
+
+  /**
+   * The done-marker pre-check with provenance and --force on top: a done block that is stale
+   * (its recipe, upstream content or inputs changed) or forced runs again.
+   */
+  precheck(
+    task: number,
+    done: ((position: number) => "done" | null) | undefined,
+    forced: ForcedBlocks,
+  ): ((position: number) => "done" | null) | undefined {
+    if (done === undefined) return undefined;
+    const model = this.provenance;
+    if (!model.enabled(task) && !forced.any(task)) return done;
+    return (p) =>
+      forced.has(task, p) ? null : done(p) === "done" && model.fresh(task, p) ? "done" : null;
+  }
+
+  /**
+   * Whether a task whose every block was done at the start may skip dispatch entirely: nothing
+   * of it is forced, and with provenance every block is fresh and so is every task upstream.
+   */
+  fullyFresh(task: number, fullyDone: (task: number) => boolean, forced: ForcedBlocks): boolean {
+    const memo = new Map<number, boolean>();
+    const visit = (t: number): boolean => {
+      const known = memo.get(t);
+      if (known !== undefined) return known;
+      let ok = fullyDone(t) && !forced.any(t);
+      if (ok && this.provenance.enabled(t)) {
+        ok = this.#graph.dag.upstream[t]!.every((u) => !this.provenance.enabled(u) || visit(u)) &&
+          this.provenance.allFreshAtStart(t, () => true);
+      }
+      memo.set(t, ok);
+      return ok;
+    };
+    return visit(task);
+  }
+
+  /** Done blocks are marked only once their outputs are in place and recorded. */
+  done(report: BlockReport): void | Promise<void> {
+    const t = report.task;
+    const manifest = this.#manifests[t] ?? null;
+    if (manifest === null) {
+      this.provenance.record(t, report.position, null);
+      this.#session.done(report);
+      return;
+    }
+    const commit = report.commit;
+    if (commit === null) {
+      return Promise.reject(
+        new Error("the worker reported no outputs for a task that declares them"),
+      );
+    }
+    const copy: BlockReport = {
+      ...report,
+      usage: report.usage === null ? null : report.usage.slice(),
+    };
+    const block = makeBlock(
+      this.#pipeline.tasks[t]!.id,
+      this.#graph.layouts[t]!,
+      report.position,
+      report.attempt,
+    );
+    return this.#committer.commit({
+      block,
+      plans: this.plans[t]!,
+      commit,
+      manifest,
+      provenance: this.provenance.provenanceHash(t, report.position),
+      recipe: this.provenance.recipeIndex(t),
+      seconds: report.seconds,
+    }).then(() => {
+      this.provenance.record(t, copy.position, commit.content);
+      this.#session.done(copy);
+      crashPoint("commit:done");
+    });
+  }
+
+  failed(report: BlockReport, permanent: boolean): void {
+    this.#session.failed(report, permanent);
+  }
+
+  /** Wait for the last commits, then remove this run's staging folders. */
+  async close(): Promise<void> {
+    await this.#committer.drain();
+    for (const manifest of this.#manifests) manifest?.close();
+    for (let t = 0; t < this.plans.length; t++) {
+      for (const base of new Set(this.plans[t]!.map((p) => p.base))) {
+        const mine = path.join(base, STAGING_FOLDER, this.#runId);
+        fs.rmSync(mine, { recursive: true, force: true });
+        try {
+          fs.rmdirSync(path.join(base, STAGING_FOLDER));
+        } catch {
+          // Another run's or task's staging is still there.
+        }
+      }
+    }
+  }
+}
