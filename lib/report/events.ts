@@ -292,6 +292,22 @@ export function createEventLog(
     notice(message) {
       write("notice", { message });
     },
+    outputsReconciled(summaries) {
+      for (const s of summaries) {
+        write("outputs_reconciled", {
+          task: s.task,
+          recorded_and_present: s.recordedAndPresent,
+          adopted: s.adopted,
+          recorded_not_present: s.recordedNotPresent,
+          rolled_back: s.rolledBack,
+          never_built: s.neverBuilt,
+          unexpected: s.unexpected,
+          unexpected_examples: [...s.unexpectedExamples],
+          staging_removed: s.stagingRemoved,
+          unreadable_lines: s.unreadableLines,
+        });
+      }
+    },
     runFinished(result) {
       flushHeld(true);
       progress(result.tasks, true);
