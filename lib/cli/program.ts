@@ -87,6 +87,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "skip the blocks a block-grid mask marks nonzero (.npy or Zarr); repeatable; wins over the task's skipMask",
       (value: string, previous: string[] = []) => [...previous, value],
     )
+    .option("--keep-temp", "keep the outputs of temporary tasks in this run (delete nothing)")
     .option(
       "--force <task[:offset:shape]>",
       "run these blocks whatever the ledger says (done, fresh or quarantined); repeatable",

@@ -40,6 +40,8 @@ export interface RunCommandOptions {
   readonly verbose?: boolean;
   /** `--skip-mask TASK=PATH`, repeatable. */
   readonly skipMask?: readonly string[];
+  /** `--keep-temp`: delete no temporary outputs in this run. */
+  readonly keepTemp?: boolean;
   /** `--force TASK[:OFFSET:SHAPE]`, repeatable: run those blocks whatever the ledger says. */
   readonly force?: readonly string[];
 }
@@ -103,7 +105,11 @@ export async function runPipeline(
   let forced: ForcedBlocks;
   try {
     forced = ForcedBlocks.parse(options.force ?? [], pipeline, graph.layouts);
-    outputs = RunOutputs.open(pipeline, graph, tracking);
+    outputs = RunOutputs.open(pipeline, graph, tracking, {
+      forced,
+      keepTemp: options.keepTemp === true,
+      onNotice: (message) => observer.notice?.(message),
+    });
   } catch (error) {
     tracking.close(null, null);
     console.close();

@@ -12,7 +12,9 @@ export type CrashPoint =
   | "commit:rename"
   | "commit:renamed"
   | "commit:recorded"
-  | "commit:done";
+  | "commit:done"
+  | "temp:tombstoned"
+  | "temp:deleted";
 
 const wanted = parse(process.env["BLOCKWISE_TEST_CRASH_AT"]);
 let seen = 0;

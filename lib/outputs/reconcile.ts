@@ -17,7 +17,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { TaskConfig } from "../pipeline/spec.ts";
-import type { TrackingStore } from "../tracking/store.ts";
+import {
+  OUTPUTS_DELETED,
+  OUTPUTS_NONE,
+  OUTPUTS_PRESENT,
+  type TrackingStore,
+} from "../tracking/store.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
@@ -36,6 +41,8 @@ export interface ReconcileSummary {
   readonly unexpectedExamples: readonly string[];
   readonly stagingRemoved: number;
   readonly unreadableLines: number;
+  /** Blocks of a temporary task whose outputs were deleted (done, tombstoned). */
+  readonly deletedTemporaries: number;
 }
 
 /** Positions whose outputs a reconcile found missing (plan's "output missing"). */
@@ -63,10 +70,11 @@ export function reconcileTask(
   let adopted = 0;
   let notPresent = 0;
   let rolledBack = 0;
+  let tombstoned = 0;
   const buffer = new Uint8Array(1 << 20);
   for (const entry of contents.blocks.values()) {
     const intent = entry.intent;
-    if (intent === null || entry.state === "dropped" || entry.state === "tombstoned") continue;
+    if (intent === null || entry.state === "dropped") continue;
     const position = positionOfIndex(layout, intent.index);
     if (position < 0) continue; // a block of a shrunk grid: not ours any more
     const cell = layout.trackingCellOf(position);
@@ -74,6 +82,22 @@ export function reconcileTask(
       const plan = plans.find((p) => p.name === output);
       return { file: plan === undefined ? null : finalLocation(plan, rel), size, sha };
     });
+    if (entry.state === "tombstoned") {
+      // A deleted temporary: done, its hash kept; files a kill left behind go now.
+      tombstoned++;
+      if (manifest !== null) {
+        for (const f of files) {
+          if (f.file !== null) fs.rmSync(f.file, { recursive: true, force: true });
+        }
+      }
+      if (cell >= 0) {
+        store.done[cell] = 1;
+        recorded[cell] = 1;
+        setContent(store, cell, intent);
+        if (store.provenance !== null) store.provenance.outputs[cell] = OUTPUTS_DELETED;
+      }
+      continue;
+    }
     if (entry.state === "committed") {
       const gone = files.find((f) => f.file === null || !sizeMatches(f.file, f.size));
       if (gone === undefined) {
@@ -119,7 +143,10 @@ export function reconcileTask(
         why: "a commit cut short by a crash, rolled back",
       });
     }
-    if (cell >= 0) store.done[cell] = 0;
+    if (cell >= 0) {
+      store.done[cell] = 0;
+      if (store.provenance !== null) store.provenance.outputs[cell] = OUTPUTS_NONE;
+    }
   }
   // A done byte without a durable record is a claim the disk cannot back: rebuild.
   let neverBuilt = 0;
@@ -143,6 +170,7 @@ export function reconcileTask(
       unexpectedExamples: unexpected.examples,
       stagingRemoved,
       unreadableLines: contents.unreadable,
+      deletedTemporaries: tombstoned,
     },
     missing,
   };
@@ -279,6 +307,7 @@ function outputPattern(plan: OutputPlan): RegExp {
 /** The reconcile summary in one line, as the run prints it: the counts that are not zero. */
 export function describeReconcile(s: ReconcileSummary): string {
   const parts = [`${s.recordedAndPresent} recorded and present`];
+  if (s.deletedTemporaries > 0) parts.push(`${s.deletedTemporaries} deleted temporaries`);
   const add = (n: number, text: string) => {
     if (n > 0) parts.push(`${n} ${text}`);
   };

@@ -22,6 +22,16 @@ import { ProvenanceModel } from "./provenance.ts";
 import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
 import { crashPoint } from "./crash_points.ts";
 import type { ForcedBlocks } from "./forced.ts";
+import { Temporaries, type TemporaryStats } from "./temporaries.ts";
+import { OUTPUTS_PRESENT } from "../tracking/store.ts";
+import type { SkipReason } from "../schedule/mod.ts";
+
+export interface RunOutputsOptions {
+  readonly forced: ForcedBlocks;
+  /** `--keep-temp`: delete no temporary outputs in this run. */
+  readonly keepTemp: boolean;
+  readonly onNotice: (message: string) => void;
+}
 
 export class RunOutputs implements CompletionSink {
   readonly plans: readonly (readonly OutputPlan[])[];
@@ -35,6 +45,8 @@ export class RunOutputs implements CompletionSink {
   readonly #manifests: (ManifestWriter | null)[];
   readonly #committer: OutputCommitter;
   readonly #runId: string;
+  readonly #temporaries: Temporaries | null;
+  #flushScheduled = false;
 
   private constructor(
     pipeline: PipelineConfig,
@@ -44,6 +56,7 @@ export class RunOutputs implements CompletionSink {
     manifests: (ManifestWriter | null)[],
     summaries: ReconcileSummary[],
     missing: ReadonlySet<number>[],
+    options: RunOutputsOptions,
   ) {
     this.#pipeline = pipeline;
     this.#graph = graph;
@@ -54,11 +67,30 @@ export class RunOutputs implements CompletionSink {
     this.missing = missing;
     this.#runId = session.runId;
     this.#committer = new OutputCommitter(session.runId);
-    this.provenance = ProvenanceModel.open(
+    const stores = pipeline.tasks.map((_, t) => session.store(t));
+    this.provenance = ProvenanceModel.open(pipeline, graph, stores);
+    const forced = options.forced;
+    this.#temporaries = Temporaries.open({
       pipeline,
       graph,
-      pipeline.tasks.map((_, t) => session.store(t)),
-    );
+      stores,
+      plans,
+      manifests,
+      certain: (t, p) => {
+        const store = stores[t] ?? null;
+        if (store === null) return true;
+        const cell = graph.layouts[t]!.trackingCellOf(p);
+        return cell < 0 || store.done[cell] !== 1 || forced.has(t, p) ||
+          !this.provenance.fresh(t, p);
+      },
+      keep: options.keepTemp,
+      onNotice: options.onNotice,
+    });
+  }
+
+  /** What the progress line and summary show of a temporary task, or null. */
+  temporaryStats(task: number): TemporaryStats | null {
+    return this.#temporaries?.stats(task) ?? null;
   }
 
   /**
@@ -69,6 +101,7 @@ export class RunOutputs implements CompletionSink {
     pipeline: PipelineConfig,
     graph: DependencyGraph,
     session: TrackingSession,
+    options: RunOutputsOptions,
   ): RunOutputs {
     const plans = pipeline.tasks.map((task, t) => {
       if (task.outputs.length === 0) return [];
@@ -96,7 +129,7 @@ export class RunOutputs implements CompletionSink {
       missing.push(result.missing);
       session.recount(t);
     });
-    return new RunOutputs(pipeline, graph, session, plans, manifests, summaries, missing);
+    return new RunOutputs(pipeline, graph, session, plans, manifests, summaries, missing, options);
   }
 
   /**
@@ -110,9 +143,15 @@ export class RunOutputs implements CompletionSink {
   ): ((position: number) => "done" | null) | undefined {
     if (done === undefined) return undefined;
     const model = this.provenance;
-    if (!model.enabled(task) && !forced.any(task)) return done;
+    const temporaries = this.#temporaries;
+    const regenerate = temporaries !== null && temporaries.anyRegenerate(task);
+    if (!model.enabled(task) && !forced.any(task) && !regenerate) return done;
     return (p) =>
-      forced.has(task, p) ? null : done(p) === "done" && model.fresh(task, p) ? "done" : null;
+      forced.has(task, p) || (regenerate && temporaries.mustRegenerate(task, p))
+        ? null
+        : done(p) === "done" && model.fresh(task, p)
+        ? "done"
+        : null;
   }
 
   /**
@@ -124,7 +163,7 @@ export class RunOutputs implements CompletionSink {
     const visit = (t: number): boolean => {
       const known = memo.get(t);
       if (known !== undefined) return known;
-      let ok = fullyDone(t) && !forced.any(t);
+      let ok = fullyDone(t) && !forced.any(t) && this.#temporaries?.anyRegenerate(t) !== true;
       if (ok && this.provenance.enabled(t)) {
         ok = this.#graph.dag.upstream[t]!.every((u) => !this.provenance.enabled(u) || visit(u)) &&
           this.provenance.allFreshAtStart(t, () => true);
@@ -142,6 +181,7 @@ export class RunOutputs implements CompletionSink {
     if (manifest === null) {
       this.provenance.record(t, report.position, null);
       this.#session.done(report);
+      this.#readerDone(t, report.position);
       return;
     }
     const commit = report.commit;
@@ -170,9 +210,37 @@ export class RunOutputs implements CompletionSink {
       seconds: report.seconds,
     }).then(() => {
       this.provenance.record(t, copy.position, commit.content);
+      const store = this.#session.store(t);
+      const cell = this.#graph.layouts[t]!.trackingCellOf(copy.position);
+      if (store?.provenance != null && cell >= 0) store.provenance.outputs[cell] = OUTPUTS_PRESENT;
       this.#session.done(copy);
       crashPoint("commit:done");
+      this.#temporaries?.committed(
+        t,
+        copy.position,
+        commit.files.map((f) => [f.output, f.path, f.size, f.sha256] as const),
+        commit.content,
+      );
+      this.#readerDone(t, copy.position);
     });
+  }
+
+  /** A block skipped as done (or masked) no longer needs the temporaries it reads. */
+  skipped(task: number, position: number, _reason: SkipReason): void {
+    this.#readerDone(task, position);
+  }
+
+  #readerDone(task: number, position: number): void {
+    const temporaries = this.#temporaries;
+    if (temporaries === null) return;
+    temporaries.readerDone(task, position);
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    // Deletions of one burst of completions share one tombstone write and fsync.
+    setTimeout(() => {
+      this.#flushScheduled = false;
+      temporaries.flush();
+    }, 0);
   }
 
   failed(report: BlockReport, permanent: boolean): void {
@@ -182,6 +250,7 @@ export class RunOutputs implements CompletionSink {
   /** Wait for the last commits, then remove this run's staging folders. */
   async close(): Promise<void> {
     await this.#committer.drain();
+    this.#temporaries?.flush();
     for (const manifest of this.#manifests) manifest?.close();
     for (let t = 0; t < this.plans.length; t++) {
       for (const base of new Set(this.plans[t]!.map((p) => p.base))) {

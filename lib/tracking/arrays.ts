@@ -152,6 +152,15 @@ export const TRACKING_ARRAYS: readonly TrackingArraySpec[] = [
     description: "digest of the content hashes of the upstream blocks it read",
   },
   {
+    name: "outputs_state",
+    dtype: "uint8",
+    fillValue: 0,
+    resourceTracking: false,
+    provenance: true,
+    description:
+      "0 = no outputs recorded, 1 = outputs committed and present, 2 = deleted temporary (tombstone)",
+  },
+  {
     name: "inputs_digest",
     dtype: "uint64",
     fillValue: 0,

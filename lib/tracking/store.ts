@@ -55,7 +55,13 @@ export interface StoreProvenance {
   readonly recipe: Uint32Array;
   readonly upstream: Uint32Array;
   readonly inputs: Uint32Array;
+  /** OUTPUTS_NONE, OUTPUTS_PRESENT or OUTPUTS_DELETED per block. */
+  readonly outputs: Uint8Array;
 }
+
+export const OUTPUTS_NONE = 0;
+export const OUTPUTS_PRESENT = 1;
+export const OUTPUTS_DELETED = 2;
 
 function setsOf(o: OpenStoreOptions): { resourceTracking: boolean; provenance: boolean } {
   return { resourceTracking: o.resourceTracking, provenance: o.provenance === true };
@@ -140,6 +146,7 @@ export class TrackingStore {
         recipe: files.get("recipe")!.typed(Uint32Array),
         upstream: files.get("upstream_digest")!.typed(Uint32Array),
         inputs: files.get("inputs_digest")!.typed(Uint32Array),
+        outputs: files.get("outputs_state")!.view(),
       }
       : null;
     this.created = created;

@@ -1,0 +1,363 @@
+/**
+ * Temporary intermediates (`temporary: true`), freed block by block. A temporary block's
+ * outputs are deleted once every block that reads it (every block of a downstream task whose
+ * read ROI meets its write ROI) has committed, in this run or an earlier one: a spatial
+ * reference count. The deletion is a tombstone in the manifest that keeps the content hash, so
+ * the readers' provenance still matches and nothing is rebuilt for it (Drake's rule, without
+ * timestamps).
+ *
+ * When a reader must run again (new, stale, output missing, forced), exactly the deleted
+ * temporary blocks it reads are regenerated first, recursively through temporary tasks; the
+ * start of the run finds them (`plan`): every block that will or may run (certain to run, and
+ * everything downstream of those, whose upstream content may change) asks for the deleted
+ * temporary blocks it reads. Regenerated blocks are deleted again once their readers commit.
+ * A regenerated block whose content differs from its tombstone is reported as
+ * non-deterministic; its readers then see a changed upstream digest and are stale.
+ */
+
+import * as fs from "node:fs";
+import type { DependencyGraph } from "../graph/mod.ts";
+import type { PipelineConfig } from "../pipeline/spec.ts";
+import { OUTPUTS_DELETED, OUTPUTS_PRESENT, type TrackingStore } from "../tracking/store.ts";
+import { crashPoint } from "./crash_points.ts";
+import type { ManifestFile, ManifestWriter } from "./manifest.ts";
+import { indexKey, readManifest } from "./manifest.ts";
+import type { OutputPlan } from "./output_plan.ts";
+import { finalLocation } from "./staging.ts";
+
+/** What the progress line and the summary show of a temporary task. */
+export interface TemporaryStats {
+  readonly liveBlocks: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  readonly deletedBlocks: number;
+  readonly deletedBytes: number;
+  readonly regenerated: number;
+}
+
+interface TempTask {
+  readonly task: number;
+  readonly store: TrackingStore;
+  readonly manifest: ManifestWriter;
+  readonly plans: readonly OutputPlan[];
+  /** Readers of each block that have not committed yet (-1: not live, nothing to count). */
+  readonly remaining: Int32Array;
+  /** Bytes and files of each live block (from the manifest, or its commit in this run). */
+  readonly files: Map<number, readonly ManifestFile[]>;
+  /** Blocks regenerated in this run (they were deleted temporaries a reader needs). */
+  readonly regenerate: Uint8Array;
+  /** Content hash recorded when each regenerated block was deleted. */
+  readonly tombstones: Map<number, string>;
+  /** Content hash of each live block (kept in its tombstone when it is deleted). */
+  readonly contents: Map<number, string>;
+  liveBlocks: number;
+  liveBytes: number;
+  peakBytes: number;
+  deletedBlocks: number;
+  deletedBytes: number;
+  regenerated: number;
+}
+
+export interface TemporariesOptions {
+  readonly pipeline: PipelineConfig;
+  readonly graph: DependencyGraph;
+  readonly stores: readonly (TrackingStore | null)[];
+  readonly plans: readonly (readonly OutputPlan[])[];
+  readonly manifests: readonly (ManifestWriter | null)[];
+  /** Blocks that will run in this run whatever happens upstream (not done, stale, forced). */
+  readonly certain: (task: number, position: number) => boolean;
+  /** `--keep-temp`: delete nothing in this run. */
+  readonly keep: boolean;
+  readonly onNotice: (message: string) => void;
+}
+
+export class Temporaries {
+  readonly #o: TemporariesOptions;
+  readonly #tasks: (TempTask | null)[];
+  #pending: { t: TempTask; position: number }[] = [];
+
+  private constructor(o: TemporariesOptions, tasks: (TempTask | null)[]) {
+    this.#o = o;
+    this.#tasks = tasks;
+  }
+
+  /** The temporaries of a run, or null when no task is temporary. */
+  static open(o: TemporariesOptions): Temporaries | null {
+    const { pipeline, graph } = o;
+    if (!pipeline.tasks.some((t) => t.temporary)) return null;
+    const tasks = pipeline.tasks.map((task, t): TempTask | null => {
+      const store = o.stores[t] ?? null;
+      const manifest = o.manifests[t] ?? null;
+      if (!task.temporary || store === null || store.provenance === null || manifest === null) {
+        return null;
+      }
+      const n = graph.layouts[t]!.blockCount;
+      return {
+        task: t,
+        store,
+        manifest,
+        plans: o.plans[t]!,
+        remaining: new Int32Array(n).fill(-1),
+        files: new Map(),
+        regenerate: new Uint8Array(n),
+        tombstones: new Map(),
+        contents: new Map(),
+        liveBlocks: 0,
+        liveBytes: 0,
+        peakBytes: 0,
+        deletedBlocks: 0,
+        deletedBytes: 0,
+        regenerated: 0,
+      };
+    });
+    const temporaries = new Temporaries(o, tasks);
+    temporaries.#start();
+    return temporaries;
+  }
+
+  /** A done block of a temporary task whose deleted outputs a reader needs in this run. */
+  mustRegenerate(task: number, position: number): boolean {
+    return this.#tasks[task]?.regenerate[position] === 1;
+  }
+
+  /** Whether every temporary block `task`/`position` reads has its outputs in place. */
+  inputsPresent(task: number, position: number): string | null {
+    let missing: string | null = null;
+    this.#o.graph.forEachUpstream(task, position, (u, p) => {
+      if (missing !== null || u === task) return;
+      const m = this.#tasks[u] ?? null;
+      if (m === null) return;
+      const cell = this.#o.graph.layouts[u]!.trackingCellOf(p);
+      if (cell >= 0 && m.store.provenance!.outputs[cell] === OUTPUTS_DELETED) {
+        missing = `${this.#o.pipeline.tasks[u]!.id}/${
+          String(this.#o.graph.layouts[u]!.blockIdOf(p))
+        }`;
+      }
+    });
+    return missing;
+  }
+
+  stats(task: number): TemporaryStats | null {
+    const m = this.#tasks[task] ?? null;
+    if (m === null) return null;
+    return {
+      liveBlocks: m.liveBlocks,
+      liveBytes: m.liveBytes,
+      peakBytes: m.peakBytes,
+      deletedBlocks: m.deletedBlocks,
+      deletedBytes: m.deletedBytes,
+      regenerated: m.regenerated,
+    };
+  }
+
+  /** A block of a temporary task committed its outputs (new, or regenerated). */
+  committed(task: number, position: number, files: readonly ManifestFile[], content: string): void {
+    const m = this.#tasks[task] ?? null;
+    if (m === null) return;
+    const before = m.tombstones.get(position);
+    if (before !== undefined && before !== content) {
+      this.#o.onNotice(
+        `warning: Task "${this.#o.pipeline.tasks[task]!.id}": block ${
+          String(this.#o.graph.layouts[task]!.blockIdOf(position))
+        } was regenerated with other content than before it was deleted (non-deterministic output); the blocks reading it are stale and run again`,
+      );
+    }
+    if (m.regenerate[position] === 1) m.regenerated++;
+    if (m.remaining[position]! < 0) {
+      m.remaining[position] = this.#readersToCome(task, position);
+      this.#live(m, files, +1);
+    }
+    m.files.set(position, files);
+    m.contents.set(position, content);
+    if (m.remaining[position] === 0) this.#delete(m, position);
+  }
+
+  /** Whether a task has deleted blocks to regenerate in this run (it cannot skip dispatch). */
+  anyRegenerate(task: number): boolean {
+    const m = this.#tasks[task] ?? null;
+    return m !== null && m.regenerate.includes(1);
+  }
+
+  /**
+   * A block committed (or was found done and fresh): if it was one of the readers counted at
+   * the start (it may run in this run), count it off the temporary blocks it reads, once.
+   */
+  readerDone(task: number, position: number): void {
+    const mayRun = this.#mayRun[task]!;
+    if (mayRun[position] !== 1) return;
+    mayRun[position] = 2;
+    this.#o.graph.forEachUpstream(task, position, this.#countOff(task));
+  }
+
+  /** Delete what fell due; durable before it returns. */
+  flush(): void {
+    if (this.#pending.length === 0) return;
+    const batch = this.#pending;
+    this.#pending = [];
+    const byManifest = new Map<ManifestWriter, { t: TempTask; position: number }[]>();
+    for (const item of batch) {
+      const list = byManifest.get(item.t.manifest) ?? [];
+      list.push(item);
+      byManifest.set(item.t.manifest, list);
+    }
+    const layouts = this.#o.graph.layouts;
+    for (const [manifest, items] of byManifest) {
+      // The tombstone first: a crash before the files go leaves files reconcile deletes, never
+      // a committed record whose files are missing (which would rebuild the block).
+      manifest.append(items.map(({ t, position }) => ({
+        t: "tombstone" as const,
+        index: layouts[t.task]!.gridIndexOf(position),
+        content: this.#contentOf(t, position),
+      })));
+    }
+    crashPoint("temp:tombstoned");
+    for (const { t, position } of batch) {
+      const files = t.files.get(position) ?? [];
+      for (const [output, rel] of files) {
+        const plan = t.plans.find((p) => p.name === output);
+        if (plan !== undefined) {
+          fs.rmSync(finalLocation(plan, rel), { recursive: true, force: true });
+        }
+      }
+      const cell = layouts[t.task]!.trackingCellOf(position);
+      if (cell >= 0) t.store.provenance!.outputs[cell] = OUTPUTS_DELETED;
+      this.#live(t, files, -1);
+      t.deletedBlocks++;
+      t.deletedBytes += bytesOf(files);
+      t.files.delete(position);
+    }
+    crashPoint("temp:deleted");
+  }
+
+  #contentOf(t: TempTask, position: number): string {
+    return t.contents.get(position) ?? "";
+  }
+
+  #visitTask = -1;
+  readonly #decrement = (u: number, p: number): void => {
+    if (u === this.#visitTask) return;
+    const m = this.#tasks[u] ?? null;
+    if (m === null) return;
+    const left = m.remaining[p]!;
+    if (left <= 0) return;
+    m.remaining[p] = left - 1;
+    if (left === 1) this.#delete(m, p);
+  };
+
+  #countOff(task: number): (u: number, p: number) => void {
+    this.#visitTask = task;
+    return this.#decrement;
+  }
+
+  #delete(m: TempTask, position: number): void {
+    if (this.#o.keep) return;
+    this.#pending.push({ t: m, position });
+  }
+
+  #live(m: TempTask, files: readonly ManifestFile[], sign: 1 | -1): void {
+    m.liveBlocks += sign;
+    m.liveBytes += sign * bytesOf(files);
+    if (m.liveBytes > m.peakBytes) m.peakBytes = m.liveBytes;
+  }
+
+  /** Readers of a temporary block that will or may run in this run (the rest committed). */
+  #readersToCome(task: number, position: number): number {
+    let n = 0;
+    this.#o.graph.forEachDownstream(task, position, (d, p) => {
+      if (d !== task && this.#mayRun[d]![p] === 1) n++;
+    });
+    return n;
+  }
+
+  #mayRun: Uint8Array[] = [];
+
+  /**
+   * The start: which blocks may run (certain ones and everything downstream of them), which
+   * deleted temporary blocks they need (regenerated, recursively), and how many readers each
+   * live temporary block still waits for; live blocks nobody will read again are deleted now.
+   */
+  #start(): void {
+    const { pipeline, graph } = this.#o;
+    const layouts = graph.layouts;
+    this.#mayRun = layouts.map((l) => new Uint8Array(l.blockCount));
+    const stack: number[] = [];
+    for (const t of graph.dag.order) {
+      for (let p = 0; p < layouts[t]!.blockCount; p++) {
+        if (this.#o.certain(t, p)) {
+          this.#mayRun[t]![p] = 1;
+          stack.push(t, p);
+        }
+      }
+    }
+    while (stack.length > 0) {
+      const p = stack.pop()!;
+      const t = stack.pop()!;
+      graph.forEachDownstream(t, p, (d, q) => {
+        if (d === t || this.#mayRun[d]![q] === 1) return;
+        this.#mayRun[d]![q] = 1;
+        stack.push(d, q);
+      });
+    }
+    // Deleted temporary blocks that a block which may run reads: regenerate them (and what
+    // they read in turn).
+    const ask: number[] = [];
+    pipeline.tasks.forEach((_, t) => {
+      for (let p = 0; p < layouts[t]!.blockCount; p++) {
+        if (this.#mayRun[t]![p] === 1) ask.push(t, p);
+      }
+    });
+    while (ask.length > 0) {
+      const p = ask.pop()!;
+      const t = ask.pop()!;
+      graph.forEachUpstream(t, p, (u, q) => {
+        if (u === t) return;
+        const m = this.#tasks[u] ?? null;
+        if (m === null || m.regenerate[q] === 1) return;
+        const cell = layouts[u]!.trackingCellOf(q);
+        if (cell < 0 || m.store.provenance!.outputs[cell] !== OUTPUTS_DELETED) return;
+        m.regenerate[q] = 1;
+        this.#mayRun[u]![q] = 1;
+        ask.push(u, q);
+      });
+    }
+    // Live temporary blocks: their files and their readers still to come.
+    for (const m of this.#tasks) {
+      if (m === null) continue;
+      const entries = readManifest(m.store.path).blocks;
+      const contents = m.contents;
+      const layout = layouts[m.task]!;
+      for (let p = 0; p < layout.blockCount; p++) {
+        const cell = layout.trackingCellOf(p);
+        if (cell < 0) continue;
+        const entry = entries.get(indexKey(layout.gridIndexOf(p)));
+        if (entry?.intent != null) contents.set(p, entry.intent.content);
+        const state = m.store.provenance!.outputs[cell];
+        if (state === OUTPUTS_DELETED) {
+          m.deletedBlocks++;
+          m.deletedBytes += bytesOf(entry?.intent?.files ?? []);
+          if (m.regenerate[p] === 1 && entry?.intent != null) {
+            m.tombstones.set(p, entry.intent.content);
+          }
+          continue;
+        }
+        if (
+          state !== OUTPUTS_PRESENT || m.store.done[cell] !== 1 || this.#mayRun[m.task]![p] === 1
+        ) {
+          continue;
+        }
+        const files = entry?.intent?.files ?? [];
+        m.files.set(p, files);
+        m.remaining[p] = this.#readersToCome(m.task, p);
+        this.#live(m, files, +1);
+        if (m.remaining[p] === 0) this.#delete(m, p);
+      }
+    }
+    this.flush();
+  }
+}
+
+function bytesOf(files: readonly ManifestFile[]): number {
+  let n = 0;
+  for (const f of files) n += f[2];
+  return n;
+}
