@@ -57,7 +57,8 @@ function counters(overrides: Partial<CounterSnapshot> = {}): CounterSnapshot {
 }
 
 function task(id: string, overrides: Partial<CounterSnapshot> = {}): TaskResult {
-  return { id, counters: counters(overrides), running: 0 };
+  const c = counters(overrides);
+  return { id, counters: c, running: c.processing };
 }
 
 function result(tasks: readonly TaskResult[]): RunResult {

@@ -27,6 +27,7 @@ const COUNTER_KEYS = [
   "failed",
   "orphaned",
   "failed_attempts",
+  "running",
 ];
 
 function counters(overrides: Partial<CounterSnapshot> = {}): CounterSnapshot {
@@ -47,7 +48,8 @@ function counters(overrides: Partial<CounterSnapshot> = {}): CounterSnapshot {
 }
 
 function task(id: string, overrides: Partial<CounterSnapshot> = {}): TaskResult {
-  return { id, counters: counters(overrides), running: 0 };
+  const c = counters(overrides);
+  return { id, counters: c, running: c.processing };
 }
 
 function result(tasks: readonly TaskResult[], overrides: Partial<RunResult> = {}): RunResult {

@@ -153,6 +153,7 @@ export async function runPipeline(
     alreadyDone: (t: number) => outputs.fullyFresh(t, (u) => tracking.fullyDone(u), forced),
     outputs: outputs.plans,
     runId: tracking.runId,
+    temporaryStats: (t: number) => outputs.temporaryStats(t),
   };
   let result: RunResult;
   try {
@@ -163,6 +164,7 @@ export async function runPipeline(
         resources: options.resources ?? null,
         onStopRequest: stop.onStop,
         measure: (t) => tracking.measures(t),
+        preferDownstream: pipeline.tasks.some((t) => t.temporary),
         ...(options.grace === undefined ? {} : { graceSeconds: options.grace }),
         output: console.output,
       });
@@ -211,7 +213,11 @@ export function summaryText(
   locations?: RunLocations,
 ): string {
   return formatExecutionSummary(
-    result.tasks.map((t) => ({ id: t.id, counters: t.counters })),
+    result.tasks.map((t) => ({
+      id: t.id,
+      counters: t.counters,
+      ...(t.temporary === undefined ? {} : { temporary: t.temporary }),
+    })),
     result.failures.map((f) => ({
       taskId: f.taskId,
       blockId: f.blockId,

@@ -21,6 +21,7 @@ export class Dispatcher {
   readonly #tasks: readonly TaskRuntime[];
   readonly #clock: RunClock;
   readonly #maxWindow: number;
+  readonly #accepting: (executor: Executor) => boolean;
 
   constructor(
     scheduler: Scheduler,
@@ -28,7 +29,9 @@ export class Dispatcher {
     tasks: readonly TaskRuntime[],
     clock: RunClock,
     maxWindow = MAX_WINDOW,
+    accepting: (executor: Executor) => boolean = () => true,
   ) {
+    this.#accepting = accepting;
     this.#scheduler = scheduler;
     this.#source = source;
     this.#tasks = tasks;
@@ -42,7 +45,7 @@ export class Dispatcher {
 
   /** Hand an executor blocks until its window is full. */
   fill(executor: Executor): void {
-    if (executor.state !== "ready") return;
+    if (executor.state !== "ready" || !this.#accepting(executor)) return;
     const t = executor.task;
     const held = executor.inFlight.size;
     const free = executor.window - held;

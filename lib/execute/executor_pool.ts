@@ -32,14 +32,29 @@ export interface ExecutorPoolOptions {
   readonly observer: RunObserver;
   readonly measure: (task: number) => boolean;
   readonly maxWindow: number;
+  /**
+   * Prefer downstream tasks (pipelines with temporaries): workers go to the most downstream task
+   * with blocks, and an upstream task's executors drain to make room, so temporary data is read
+   * and freed soon after it is written instead of piling up across the volume.
+   */
+  readonly preferDownstream?: boolean;
   /** Each task's resolved outputs (none: empty). */
   readonly outputs: (task: number) => readonly OutputPlan[];
   readonly runId: string;
 }
 
+/**
+ * Blocks waiting in a downstream task that hold its upstream tasks back (preferDownstream): its
+ * upstream executors get no new blocks, and, when the budget is what keeps it from starting
+ * workers, they drain to make room.
+ */
+const BACKLOG = 32;
+
 export class ExecutorPool {
   readonly #o: ExecutorPoolOptions;
   readonly #stats = new Map<Executor, WorkerStats>();
+  /** Executors that get no new blocks: they finish what they hold and are retired. */
+  readonly #draining = new Set<Executor>();
   /** Tasks whose every lost worker failed its setup, with the last setup error. */
   readonly #onlySetupFailures = new Map<number, string>();
   #nextWorkerId = 0;
@@ -57,11 +72,32 @@ export class ExecutorPool {
   }
 
   /** Start executors round-robin over tasks in display order, one per task per pass. */
+  /**
+   * Whether the dispatcher may hand this executor more blocks: not while it drains, and (when
+   * downstream tasks are preferred) not while a task downstream of its task has a backlog of
+   * blocks waiting: its workers then get the cores, and the data in between is read and freed.
+   */
+  accepting(executor: Executor): boolean {
+    if (this.#draining.has(executor)) return false;
+    return this.#o.preferDownstream !== true || !this.#backlogDownstream(executor.task);
+  }
+
+  /** A task directly downstream of `t` has at least BACKLOG blocks waiting for its workers. */
+  #backlogDownstream(t: number): boolean {
+    for (const d of this.#o.graph.dag.downstream[t]!) {
+      if (this.#o.source.available(d) >= BACKLOG && this.#o.scheduler.isRunning(d)) return true;
+    }
+    return false;
+  }
+
   spawnWanted(): void {
+    const order = this.#o.preferDownstream === true
+      ? [...this.#o.graph.dag.order].reverse()
+      : this.#o.graph.dag.order;
     let grew = true;
     while (grew) {
       grew = false;
-      for (const t of this.#o.graph.dag.order) {
+      for (const t of order) {
         if (this.#wantsExecutor(t)) {
           this.#spawn(t);
           grew = true;
@@ -86,7 +122,29 @@ export class ExecutorPool {
     if (budget.canAdmit(task.config.requires)) return true;
     // Budget freed from idle executors of other tasks is used now, not on the next event.
     this.#freeBudgetFor(t);
+    if (this.#o.preferDownstream === true && available >= BACKLOG) this.#drainUpstreamOf(t);
     return budget.canAdmit(task.config.requires);
+  }
+
+  /** Let the executors of tasks upstream of `t` finish their blocks and make room for it. */
+  #drainUpstreamOf(t: number): void {
+    const upstream = new Set<number>();
+    const stack = [...this.#o.graph.dag.upstream[t]!];
+    while (stack.length > 0) {
+      const u = stack.pop()!;
+      if (upstream.has(u)) continue;
+      upstream.add(u);
+      stack.push(...this.#o.graph.dag.upstream[u]!);
+    }
+    for (const u of upstream) {
+      for (const executor of this.#o.tasks[u]!.executors) {
+        if (this.#draining.has(executor)) continue;
+        this.#draining.add(executor);
+        if (executor.inFlight.size === 0 && executor.state === "ready") {
+          this.#retire(executor, "clean");
+        } else executor.recall();
+      }
+    }
   }
 
   #spawn(t: number): void {
@@ -131,6 +189,7 @@ export class ExecutorPool {
     const { scheduler, completion, source, observer } = this.#o;
     const t = executor.task;
     const task = this.#o.tasks[t]!;
+    this.#draining.delete(executor);
     if (!task.executors.delete(executor)) return;
     executor.kill();
     this.#o.budget.release(task.config.requires);
@@ -208,6 +267,11 @@ export class ExecutorPool {
   /** Retire an idle executor of a task that will never have more work for it. */
   retireIdle(): void {
     const { scheduler, source } = this.#o;
+    for (const executor of [...this.#draining]) {
+      if (executor.inFlight.size === 0 && executor.state !== "starting") {
+        this.#retire(executor, "clean");
+      }
+    }
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size === 0) return;
       if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
@@ -300,6 +364,7 @@ export class ExecutorPool {
 
   #retire(executor: Executor, exit: "clean" | "killed"): void {
     const task = this.#o.tasks[executor.task]!;
+    this.#draining.delete(executor);
     if (!task.executors.delete(executor)) return;
     if (exit === "clean") executor.stop();
     else executor.kill();

@@ -13,6 +13,7 @@
 
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
+import type { TemporaryStats } from "../outputs/temporaries.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { ResourceBudget, type Resources, Scheduler } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
@@ -59,8 +60,15 @@ export interface ParallelRunOptions {
   readonly executorFactory?: ExecutorFactory;
   /** The clock and timers (tests inject a manual one). */
   readonly clock?: RunClock;
+  /**
+   * Give workers to the most downstream task with blocks and drain upstream executors to make
+   * room (pipelines with temporaries: the live temporary data then follows the frontier).
+   */
+  readonly preferDownstream?: boolean;
   /** Each task's resolved outputs, indexed like the pipeline's tasks (default: none). */
   readonly outputs?: readonly (readonly OutputPlan[])[];
+  /** A temporary task's live and deleted outputs, for progress and the summary. */
+  readonly temporaryStats?: (task: number) => TemporaryStats | null;
   /** Names this run's staging folders (default "run"). */
   readonly runId?: string;
   /** Where worker output goes. */
@@ -150,8 +158,10 @@ export class ParallelRun implements ExecutorEvents {
       this.tasks,
       this.#clock,
       maxWindow,
+      (executor) => this.#pool.accepting(executor),
     );
     this.#pool = new ExecutorPool({
+      preferDownstream: options.preferDownstream === true,
       pipelinePath: pipeline.path,
       graph,
       scheduler: this.scheduler,
@@ -245,11 +255,15 @@ export class ParallelRun implements ExecutorEvents {
   }
 
   snapshots(): TaskResult[] {
-    return this.#graph.dag.order.map((t) => ({
-      id: this.tasks[t]!.config.id,
-      counters: this.scheduler.snapshot(t),
-      running: this.tasks[t]!.running(),
-    }));
+    return this.#graph.dag.order.map((t) => {
+      const temporary = this.#options.temporaryStats?.(t) ?? null;
+      return {
+        id: this.tasks[t]!.config.id,
+        counters: this.scheduler.snapshot(t),
+        running: this.tasks[t]!.running(),
+        ...(temporary === null ? {} : { temporary }),
+      };
+    });
   }
 
   #requestStop(reason: StopReason): void {

@@ -4,6 +4,7 @@ import type { CounterSnapshot } from "../schedule/mod.ts";
 import type { BlockId } from "../blocks/mod.ts";
 import type { UtilizationReport } from "./run_stats.ts";
 import type { ReconcileSummary } from "../outputs/reconcile.ts";
+import type { TemporaryStats } from "../outputs/temporaries.ts";
 
 export interface BlockFailure {
   readonly taskId: string;
@@ -22,6 +23,8 @@ export interface TaskResult {
   readonly counters: CounterSnapshot;
   /** Blocks running right now (processing counts also those queued in a worker or committing). */
   readonly running: number;
+  /** A temporary task's live and deleted outputs (pipelines with `temporary` tasks). */
+  readonly temporary?: TemporaryStats;
 }
 
 export type StopReason = "SIGINT" | "SIGTERM";

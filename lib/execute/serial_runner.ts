@@ -25,6 +25,7 @@ import {
 import { schedulerOptions } from "./scheduler_options.ts";
 import { BlockOutputs } from "../outputs/block_outputs.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
+import type { TemporaryStats } from "../outputs/temporaries.ts";
 
 export interface SerialRunOptions {
   readonly observer?: RunObserver;
@@ -40,6 +41,8 @@ export interface SerialRunOptions {
   readonly outputs?: readonly (readonly OutputPlan[])[];
   /** Names this run's staging folders (default "run"). */
   readonly runId?: string;
+  /** A temporary task's live and deleted outputs, for progress and the summary. */
+  readonly temporaryStats?: (task: number) => TemporaryStats | null;
 }
 
 export async function runSerial(
@@ -77,7 +80,15 @@ export async function runSerial(
   });
   const order = graph.dag.order;
   const snapshots = (): TaskResult[] =>
-    order.map((t) => ({ id: tasks[t]!.id, counters: scheduler.snapshot(t), running: 0 }));
+    order.map((t) => {
+      const temporary = options.temporaryStats?.(t) ?? null;
+      return {
+        id: tasks[t]!.id,
+        counters: scheduler.snapshot(t),
+        running: 0,
+        ...(temporary === null ? {} : { temporary }),
+      };
+    });
   const contexts = new Map<number, unknown>();
   const staging = tasks.map((_, t) =>
     new BlockOutputs(options.outputs?.[t] ?? [], options.runId ?? "run")

@@ -146,6 +146,8 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       const view = byId.get(task.id);
       if (view === undefined) continue;
       view.counters = task.counters;
+      view.running = task.running;
+      if (task.temporary !== undefined) view.temporary = task.temporary;
       view.eta.add(t, workedBlocks(task.counters));
       view.bar?.update(task.counters.completed, { view });
     }
@@ -190,7 +192,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       view.printedKey = key;
       const eta = etaText(view.counters, view.eta, t, "unknown");
       stderr.write(
-        `[${elapsed}s] ${formatCountersLine(view.id, view.counters)}${
+        `[${elapsed}s] ${formatCountersLine(view.id, view.counters, view.running, view.temporary)}${
           eta === null ? "" : `, ${eta}`
         }\n`,
       );
@@ -212,6 +214,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
         view = {
           id: task.id,
           counters: task.counters,
+          running: task.running,
           eta: new EtaEstimator(),
           printedKey: "",
           bar: null,
@@ -220,6 +223,8 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
         byId.set(task.id, view);
       }
       view.counters = task.counters;
+      view.running = task.running;
+      if (task.temporary !== undefined) view.temporary = task.temporary;
       view.printedKey = JSON.stringify(task.counters);
       view.eta.add(startedAt, workedBlocks(task.counters));
     }

@@ -26,7 +26,8 @@
  * (may start now), `processing` (in a worker), `pending` (waiting on upstream blocks),
  * `completed` (done or skipped), `skipped` (counted in completed too), `failed`, `orphaned`
  * (will not run because an upstream block failed or the task was abandoned), `failed_attempts`
- * (failed attempts including retried ones), and `abandon_reason` (string) only when the task
+ * (failed attempts including retried ones), `running` (blocks running now), `temporary` (a
+ * temporary task's live/peak/deleted outputs), and `abandon_reason` (string) only when the task
  * was abandoned. `total = ready + processing + pending + completed + failed + orphaned`.
  *
  * Example:
@@ -81,7 +82,7 @@ interface TaskLine {
   readonly [key: string]: Json;
 }
 
-function taskCounters({ id, counters: c }: TaskResult): TaskLine {
+function taskCounters({ id, counters: c, running, temporary }: TaskResult): TaskLine {
   const line: Record<string, Json> = {
     task: id,
     phase: c.phase,
@@ -95,6 +96,17 @@ function taskCounters({ id, counters: c }: TaskResult): TaskLine {
     orphaned: c.orphaned,
     failed_attempts: c.failedAttempts,
   };
+  if (running !== undefined) line.running = running;
+  if (temporary !== undefined) {
+    line.temporary = {
+      live_blocks: temporary.liveBlocks,
+      live_bytes: temporary.liveBytes,
+      peak_bytes: temporary.peakBytes,
+      deleted_blocks: temporary.deletedBlocks,
+      deleted_bytes: temporary.deletedBytes,
+      regenerated: temporary.regenerated,
+    };
+  }
   if (c.abandonReason !== undefined) line.abandon_reason = describeAbandonReason(c.abandonReason);
   return line;
 }

@@ -12,6 +12,7 @@
 import type { GenericBar } from "cli-progress";
 import type { BlockFailure } from "../execute/run_types.ts";
 import type { CounterSnapshot } from "../schedule/counters.ts";
+import type { TemporaryStats } from "../outputs/temporaries.ts";
 import { statusSymbol } from "./summary.ts";
 
 const ETA_WINDOW_MS = 30_000;
@@ -170,6 +171,9 @@ export function etaText(
 export interface TaskView {
   readonly id: string;
   counters: CounterSnapshot;
+  /** Blocks running now (processing also counts blocks queued in a worker or committing). */
+  running: number;
+  temporary?: TemporaryStats;
   readonly eta: EtaEstimator;
   /** Counters last printed in lines mode. */
   printedKey: string;
@@ -197,20 +201,21 @@ function countSegments(
   digits: number,
   eta: string | null,
   short: boolean,
+  running: number = c.processing,
 ): Segment[] {
   const done = `${String(c.completed).padStart(digits)}/${String(c.total).padEnd(digits)}`;
   const failedTone: Tone | null = c.failed > 0 ? "red" : null;
   const orphanTone: Tone | null = c.orphaned > 0 ? "yellow" : null;
   const parts: Segment[] = short
     ? [
-      { text: `${done} ▶${c.processing} `, tone: null },
+      { text: `${done} ▶${running} `, tone: null },
       { text: `✗${c.failed}`, tone: failedTone },
       { text: " ", tone: null },
       { text: `∅${c.orphaned}`, tone: orphanTone },
       { text: ` ↷${c.skipped}`, tone: null },
     ]
     : [
-      { text: `${done} done, ${c.processing} running, `, tone: null },
+      { text: `${done} done, ${running} running, `, tone: null },
       { text: `${c.failed} failed`, tone: failedTone },
       { text: ", ", tone: null },
       { text: `${c.orphaned} orphaned`, tone: orphanTone },
@@ -245,7 +250,7 @@ function worstCountsLength(layout: BarLayout, short: boolean): number {
 
 /** One bar line fitted to `maxWidth - 1` columns. */
 export function formatBarLine(
-  view: Pick<TaskView, "id" | "counters" | "eta">,
+  view: Pick<TaskView, "id" | "counters" | "eta"> & { readonly running?: number },
   layout: BarLayout,
   maxWidth: number,
   now: number,
@@ -276,7 +281,7 @@ export function formatBarLine(
       { text: "  ", tone: null },
     );
   }
-  segments.push(...countSegments(c, layout.digits, eta, short));
+  segments.push(...countSegments(c, layout.digits, eta, short, view.running ?? c.processing));
   if (segmentsLength(segments) > width) {
     return [...segments.map((s) => s.text).join("")].slice(0, width).join("");
   }

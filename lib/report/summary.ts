@@ -13,10 +13,13 @@
  */
 
 import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
+import type { TemporaryStats } from "../outputs/temporaries.ts";
 
 export interface TaskSummaryRow {
   readonly id: string;
   readonly counters: CounterSnapshot;
+  /** A temporary task's outputs: what was deleted, what is still live, the peak. */
+  readonly temporary?: TemporaryStats;
 }
 
 export interface FailedBlockReport {
@@ -196,7 +199,7 @@ export function formatExecutionSummary(
       values.map((v, i) => v.padStart(widths[i]!)).join(GAP);
 
     lines.push(`${lead}${"task".padEnd(nameWidth)}${GAP}${cells(columns.map((c) => c.title))}`);
-    for (const { id, counters } of rows) {
+    for (const { id, counters, temporary } of rows) {
       const symbol = statusSymbol(counters);
       const values = columns.map((col, i) => {
         const n = col.value(counters);
@@ -212,6 +215,7 @@ export function formatExecutionSummary(
         const reason = firstLine(abandonText(counters));
         lines.push(`${lead}  ${paint(`abandoned: ${reason}`, "yellow", color)}`);
       }
+      if (temporary !== undefined) lines.push(`${lead}  ${formatTemporary(temporary)}`);
     }
     const tableWidth = widths.reduce((a, w) => a + w, 0) + GAP.length * (widths.length - 1);
     lines.push(`${lead}${"─".repeat(nameWidth)}${GAP}${"─".repeat(tableWidth)}`);
@@ -337,16 +341,41 @@ function formatVerdict(
   return paint(`${parts.join(", ")}: exit ${exitCode}`, tone, options.color);
 }
 
+/** `temporary: 4096 deleted (16.0 MB), 0 live, peak 2.1 MB live; 27 regenerated` */
+export function formatTemporary(t: TemporaryStats): string {
+  let text = `temporary: ${t.deletedBlocks} deleted (${
+    formatBytes(t.deletedBytes)
+  }), ${t.liveBlocks} live (${formatBytes(t.liveBytes)}), peak ${formatBytes(t.peakBytes)} live`;
+  if (t.regenerated > 0) text += `; ${t.regenerated} regenerated`;
+  return text;
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
 /**
  * One compact line for periodic progress logs, e.g.
  * `extract: 12/64 done, 4 running, 0 failed, 0 orphaned, 3 skipped`. "done" counts completed
  * blocks, skipped ones included; an abandoned task gets its reason appended.
  */
-export function formatCountersLine(id: string, counters: CounterSnapshot): string {
+export function formatCountersLine(
+  id: string,
+  counters: CounterSnapshot,
+  running: number = counters.processing,
+  temporary?: TemporaryStats,
+): string {
   const c = counters;
-  let line =
-    `${id}: ${c.completed}/${c.total} done, ${c.processing} running, ${c.failed} failed, ` +
+  let line = `${id}: ${c.completed}/${c.total} done, ${running} running, ${c.failed} failed, ` +
     `${c.orphaned} orphaned, ${c.skipped} skipped`;
+  if (temporary !== undefined) {
+    line += `, temporary ${formatBytes(temporary.liveBytes)} live (peak ${
+      formatBytes(temporary.peakBytes)
+    })`;
+  }
   if (c.phase === "abandoned") {
     line += `, abandoned: ${firstLine(abandonText(c))}`;
   }

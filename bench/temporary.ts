@@ -1,0 +1,158 @@
+/**
+ * Temporary intermediates (issue "Temporary intermediates freed block by block"): a 3-D chain
+ * A -> B (temporary, context of one block) -> C over 16^3 blocks, 2 workers per task sharing
+ * the machine's cores (with `--budget`: 2 workers in all, `--resources cpu=2`), every block
+ * writing 4 KiB and reading its 27 input blocks. Reports
+ *   - the peak bytes of B on disk as a fraction of B's total (budget: under 20 %), from the run's
+ *     own accounting (`--events` run_end) and checked against the files left (none), and
+ *   - the run's wall time against the same chain without `temporary` (budget: under 10 % slower),
+ *     the median of alternating runs.
+ *
+ *   npx bun bench/temporary.ts [--side 16] [--repetitions 3] [--budget]
+ */
+
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { runtimeName } from "../lib/runtime/mod.ts";
+
+const FRACTION_BUDGET = 0.2;
+const SLOWDOWN_BUDGET = 0.1;
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const side = arg("--side", 16);
+const repetitions = arg("--repetitions", 3);
+/** `--budget`: 2 workers in all (`--resources cpu=2`); default: 2 workers per task, sharing the cores. */
+const budget = process.argv.includes("--budget");
+const BLOCK = 8;
+const BYTES = 4096;
+const repo = fileURLToPath(new URL("../", import.meta.url));
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-bench-temporary-"));
+process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
+
+function pipeline(temporary: boolean, root: string): string {
+  const file = path.join(root, "chain.mjs");
+  const n = side * BLOCK;
+  const task = (id: string, up: string | null) =>
+    `{
+    id: "${id}", ${up === null ? "" : `upstream: ["${up}"],`}
+    totalRoi: { offset: [${up === null ? "0,0,0" : `-${BLOCK},-${BLOCK},-${BLOCK}`}], shape: [${
+      up === null ? `${n},${n},${n}` : `${n + 2 * BLOCK},${n + 2 * BLOCK},${n + 2 * BLOCK}`
+    }] },
+    readRoi: { offset: [${up === null ? "0,0,0" : `-${BLOCK},-${BLOCK},-${BLOCK}`}], shape: [${
+      up === null ? `${BLOCK},${BLOCK},${BLOCK}` : `${3 * BLOCK},${3 * BLOCK},${3 * BLOCK}`
+    }] },
+    writeRoi: { offset: [0,0,0], shape: [${BLOCK},${BLOCK},${BLOCK}] },
+    readWriteConflict: false, fit: "shrink", maxWorkers: 2, requires: { cpu: 1 },
+    ${id === "b" && temporary ? "temporary: true," : ""}
+    outputs: { o: { path: "${id}/{write_offset}.bin" } },
+    process(block, state, context) {
+      ${up === null ? "" : `readInputs("${up}", block);`}
+      fs.writeFileSync(context.outputs.o, PAYLOAD);
+    },
+  }`;
+  fs.writeFileSync(
+    file,
+    `import fs from "node:fs";
+const ROOT = ${JSON.stringify(root)};
+const PAYLOAD = new Uint8Array(${BYTES});
+const S = ${side};
+const N = S * ${BLOCK};
+const starts = (o, s) => {
+  const out = [];
+  for (let v = Math.max(0, o); v < Math.min(N, o + s); v += ${BLOCK}) out.push(v);
+  return out;
+};
+function readInputs(up, block) {
+  const [oz, oy, ox] = block.readRoi.offset;
+  const [sz, sy, sx] = block.readRoi.shape;
+  for (const a of starts(oz, sz)) for (const b of starts(oy, sy)) for (const c of starts(ox, sx)) {
+    const f = ROOT + "/" + up + "/" + a + "," + b + "," + c + ".bin";
+    if (fs.statSync(f).size !== ${BYTES}) throw new Error("short input " + f);
+  }
+}
+export default { tasks: [${task("a", null)}, ${task("b", "a")}, ${task("c", "b")}] };
+`,
+  );
+  return file;
+}
+
+interface Run {
+  readonly seconds: number;
+  readonly peakBytes: number | null;
+  readonly bFiles: number;
+}
+
+function run(temporary: boolean, label: string): Run {
+  const root = path.join(dir, label);
+  fs.rmSync(root, { recursive: true, force: true });
+  fs.mkdirSync(root);
+  const file = pipeline(temporary, root);
+  const events = path.join(root, "events.jsonl");
+  const cmd = runtimeName() === "deno"
+    ? ["run", "-A", "--quiet", path.join(repo, "main.ts")]
+    : [path.join(repo, "main.ts")];
+  const started = performance.now();
+  const r = spawnSync(process.execPath, [
+    ...cmd,
+    "run",
+    file,
+    "--no-progress",
+    "--tracking-dir",
+    path.join(root, "tracking"),
+    ...(budget ? ["--resources", "cpu=2"] : []),
+    "--events",
+    events,
+  ], { encoding: "utf8" });
+  const seconds = (performance.now() - started) / 1000;
+  if (r.status !== 0) throw new Error(`the ${label} run exited ${r.status}:\n${r.stderr}`);
+  const end = fs.readFileSync(events, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+    .find((e) => e.event === "run_end");
+  const b = end.tasks.find((t: { task: string }) => t.task === "b");
+  const bDir = path.join(root, "b");
+  return {
+    seconds,
+    peakBytes: b.temporary?.peak_bytes ?? null,
+    bFiles: fs.existsSync(bDir) ? fs.readdirSync(bDir).length : 0,
+  };
+}
+
+console.log(
+  `blockwise temporary benchmark (${runtimeName()}, ${os.cpus().length} cores): A -> B (temporary) -> C, ${side}^3 blocks each, ${
+    budget ? "2 workers in all" : "2 workers per task"
+  }, ${BYTES} B per block`,
+);
+const plain: number[] = [];
+const temp: Run[] = [];
+for (let i = 0; i < repetitions; i++) {
+  plain.push(run(false, `plain-${i}`).seconds);
+  temp.push(run(true, `temp-${i}`));
+}
+const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const total = side ** 3 * BYTES;
+const peak = Math.max(...temp.map((t) => t.peakBytes ?? total));
+const fraction = peak / total;
+const slowdown = median(temp.map((t) => t.seconds)) / median(plain) - 1;
+const left = Math.max(...temp.map((t) => t.bFiles));
+const okFraction = fraction < FRACTION_BUDGET && left === 0;
+const okSlowdown = slowdown < SLOWDOWN_BUDGET;
+console.log(
+  `  peak B on disk: ${(peak / 2 ** 20).toFixed(2)} of ${(total / 2 ** 20).toFixed(2)} MiB = ${
+    (100 * fraction).toFixed(1)
+  } %; B files left after the run: ${left}   budget < ${100 * FRACTION_BUDGET} %: ${
+    okFraction ? "PASS" : "FAIL"
+  }`,
+);
+console.log(
+  `  wall time: ${median(temp.map((t) => t.seconds)).toFixed(2)} s with temporary vs ${
+    median(plain).toFixed(2)
+  } s without (median of ${repetitions}) = ${(100 * slowdown).toFixed(1)} % slower   budget < ${
+    100 * SLOWDOWN_BUDGET
+  } %: ${okSlowdown ? "PASS" : "FAIL"}`,
+);
+if (!okFraction || !okSlowdown) process.exitCode = 1;
