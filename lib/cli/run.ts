@@ -177,6 +177,14 @@ export async function runPipeline(
     console.close();
   }
   await outputs.close();
+  // Deletions that fell due with the last blocks happen in close(): report what is left.
+  result = {
+    ...result,
+    tasks: result.tasks.map((r) => {
+      const temporary = outputs.temporaryStats(pipeline.tasks.findIndex((t) => t.id === r.id));
+      return temporary === null ? r : { ...r, temporary };
+    }),
+  };
   const code = exitCodeForOutcome(result.outcome);
   tracking.close(result, code, (t) => {
     const mask = masks[t];

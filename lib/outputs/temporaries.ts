@@ -48,6 +48,8 @@ interface TempTask {
   readonly regenerate: Uint8Array;
   /** Content hash recorded when each regenerated block was deleted. */
   readonly tombstones: Map<number, string>;
+  /** Bytes each regenerated block had when it was deleted. */
+  readonly tombstoneBytes: Map<number, number>;
   /** Content hash of each live block (kept in its tombstone when it is deleted). */
   readonly contents: Map<number, string>;
   liveBlocks: number;
@@ -102,6 +104,7 @@ export class Temporaries {
         regenerate: new Uint8Array(n),
         tombstones: new Map(),
         contents: new Map(),
+        tombstoneBytes: new Map(),
         liveBlocks: 0,
         liveBytes: 0,
         peakBytes: 0,
@@ -162,7 +165,12 @@ export class Temporaries {
         } was regenerated with other content than before it was deleted (non-deterministic output); the blocks reading it are stale and run again`,
       );
     }
-    if (m.regenerate[position] === 1) m.regenerated++;
+    if (m.regenerate[position] === 1 && m.tombstones.has(position)) {
+      // Live again: no longer among the deleted.
+      m.regenerated++;
+      m.deletedBlocks--;
+      m.deletedBytes -= m.tombstoneBytes.get(position) ?? 0;
+    }
     if (m.remaining[position]! < 0) {
       m.remaining[position] = this.#readersToCome(task, position);
       this.#live(m, files, +1);

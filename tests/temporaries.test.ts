@@ -1,0 +1,188 @@
+/**
+ * Temporary intermediates through the CLI, on the seed's example mapped onto blocks: a -> b ->
+ * c -> d -> {e, f}, with b, c and d temporary and every reader reading its upstream blocks with
+ * a context of one voxel (so each block reads three upstream blocks). Checked on the files left
+ * on disk, the blocks that ran (a log each block appends to) and the manifests.
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { type CliResult, describeRun, runCli } from "./fixtures/tracking/harness.ts";
+
+const newDir = scratchDirs("temporaries");
+const TASKS = ["a", "b", "c", "d", "e", "f"];
+
+/** The chain; `failing` names a block (e.g. "e3") that throws; `salt` changes a task's bytes. */
+function chain(dir: string, options: { failing?: string; nondeterministic?: string } = {}): string {
+  const file = path.join(dir, "chain.mjs");
+  fs.writeFileSync(
+    file,
+    `import fs from "node:fs";
+const DIR = ${JSON.stringify(dir)};
+const FAILING = ${JSON.stringify(options.failing ?? "")};
+const NONDETERMINISTIC = ${JSON.stringify(options.nondeterministic ?? "")};
+const step = (id, up, temporary) => ({
+  id, ...(up ? { upstream: [up] } : {}),
+  totalRoi: up ? { offset: [-1], shape: [18] } : { offset: [0], shape: [16] },
+  readRoi: up ? { offset: [-1], shape: [4] } : { offset: [0], shape: [2] },
+  writeRoi: { offset: [0], shape: [2] }, fit: "shrink", readWriteConflict: false, maxWorkers: 2,
+  temporary, outputs: { o: { path: "out/" + id + "/{block_id}.txt" } },
+  process(block, state, context) {
+    fs.appendFileSync(DIR + "/ran.log", id + block.id + "\\n");
+    if (id + block.id === FAILING) throw new Error("reader " + FAILING + " fails");
+    let text = id + ":" + block.id;
+    if (up) {
+      const from = Math.max(0, block.readRoi.offset[0]);
+      const to = Math.min(16, block.readRoi.offset[0] + block.readRoi.shape[0]);
+      for (let j = Math.floor(from / 2); j <= Math.floor((to - 1) / 2); j++) {
+        const input = DIR + "/out/" + up + "/" + j + ".txt";
+        if (!fs.existsSync(input)) throw new Error("missing input " + input);
+        text += "|" + fs.readFileSync(input, "utf8");
+      }
+    }
+    if (id === NONDETERMINISTIC) text += "#" + Math.random();
+    fs.writeFileSync(context.outputs.o, text);
+  },
+});
+export default { tasks: [
+  step("a", null, false), step("b", "a", true), step("c", "b", true), step("d", "c", true),
+  step("e", "d", false), step("f", "d", false),
+] };
+`,
+  );
+  return file;
+}
+
+async function run(dir: string, file: string, extra: string[] = [], env = {}): Promise<CliResult> {
+  fs.rmSync(path.join(dir, "ran.log"), { force: true });
+  return await runCli(
+    ["run", file, "--tracking-dir", path.join(dir, "tracking"), "--no-progress", ...extra],
+    { env },
+  );
+}
+
+function ran(dir: string): string[] {
+  const log = path.join(dir, "ran.log");
+  return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n").sort() : [];
+}
+
+function files(dir: string, task: string): string[] {
+  const folder = path.join(dir, "out", task);
+  return fs.existsSync(folder) ? fs.readdirSync(folder).sort() : [];
+}
+
+function onDisk(dir: string): Record<string, number> {
+  return Object.fromEntries(TASKS.map((t) => [t, files(dir, t).length]));
+}
+
+function manifest(dir: string, task: string): { t: string; index: number[]; content?: string }[] {
+  const file = path.join(dir, "tracking", task, "manifest.jsonl");
+  return fs.readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+}
+
+const ALL = (task: string) => Array.from({ length: 8 }, (_, i) => `${task}${i}`);
+
+describe("temporary intermediates", () => {
+  it("free b, c and d block by block; e and f complete; a rerun runs nothing", async () => {
+    const dir = newDir("chain");
+    const file = chain(dir);
+    const first = await run(dir, file);
+    assert.equal(first.code, 0, describeRun(first));
+    assert.deepEqual(ran(dir), TASKS.flatMap(ALL).sort());
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
+    for (const t of ["b", "c", "d"]) {
+      const tombstones = manifest(dir, t).filter((r) => r.t === "tombstone");
+      assert.equal(tombstones.length, 8, `${t}: one tombstone per block`);
+      assert.ok(
+        tombstones.every((r) => /^[0-9a-f]{64}$/.test(r.content ?? "")),
+        "they keep the hash",
+      );
+    }
+    assert.match(first.stderr, /temporary: 8 deleted \(\d+ B\), 0 live \(0 B\), peak \d+ B live/);
+    const again = await run(dir, file);
+    assert.equal(again.code, 0, describeRun(again));
+    assert.deepEqual(ran(dir), [], "nothing runs, although every temporary output is gone");
+    assert.match(
+      again.stderr,
+      /Task "b": outputs reconciled: 0 recorded and present, 8 deleted temporaries/,
+    );
+  });
+
+  it("a forced reader regenerates exactly the temporary blocks it reads, recursively, and frees them again", async () => {
+    const dir = newDir("force");
+    const file = chain(dir);
+    assert.equal((await run(dir, file)).code, 0);
+    const e2 = fs.readFileSync(path.join(dir, "out", "e", "2.txt"), "utf8");
+    const forced = await run(dir, file, ["--force", "e:4:2"]);
+    assert.equal(forced.code, 0, describeRun(forced));
+    // e2 (write [4, 6)) reads d1..d3, which read c0..c4, which read b0..b5.
+    assert.deepEqual(
+      ran(dir),
+      [
+        ...["b0", "b1", "b2", "b3", "b4", "b5"],
+        ...["c0", "c1", "c2", "c3", "c4"],
+        ...["d1", "d2", "d3"],
+        "e2",
+      ].sort(),
+    );
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
+    assert.match(forced.stderr, /temporary: 8 deleted .*; 6 regenerated/);
+    // Rebuilt from regenerated inputs, it is what it was.
+    assert.equal(fs.readFileSync(path.join(dir, "out", "e", "2.txt"), "utf8"), e2);
+    assert.doesNotMatch(forced.stderr, /non-deterministic/);
+  });
+
+  it("--keep-temp keeps them; the next start frees the ones whose readers are all done, running nothing", async () => {
+    const dir = newDir("keep");
+    const file = chain(dir);
+    const kept = await run(dir, file, ["--keep-temp"]);
+    assert.equal(kept.code, 0, describeRun(kept));
+    assert.deepEqual(onDisk(dir), { a: 8, b: 8, c: 8, d: 8, e: 8, f: 8 });
+    const next = await run(dir, file);
+    assert.equal(next.code, 0, describeRun(next));
+    assert.deepEqual(ran(dir), []);
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
+  });
+
+  it("a failed reader keeps its inputs; once it succeeds they go", async () => {
+    const dir = newDir("failed");
+    const first = await run(dir, chain(dir, { failing: "e3" }));
+    assert.equal(first.code, 1, describeRun(first));
+    // e3 (write [6, 8)) reads d2, d3, d4: they stay; d blocks f and the other e blocks read
+    // go; c and b are free since every d block committed.
+    assert.deepEqual(files(dir, "d"), ["2.txt", "3.txt", "4.txt"]);
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 3, e: 7, f: 8 });
+    const fixed = await run(dir, chain(dir));
+    assert.equal(fixed.code, 0, describeRun(fixed));
+    assert.deepEqual(ran(dir), ["e3"], "only the failed block runs: its inputs were kept");
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
+  });
+
+  for (const point of ["temp:tombstoned", "temp:deleted"]) {
+    it(`a run killed ${point === "temp:tombstoned" ? "after a tombstone, before the files go" : "after deleting"} resumes without rebuilding`, async () => {
+      const dir = newDir(point.replace(":", "-"));
+      const file = chain(dir);
+      const killed = await run(dir, file, [], { BLOCKWISE_TEST_CRASH_AT: `${point}:2` });
+      assert.equal(killed.signal, "SIGKILL", describeRun(killed));
+      const before = ran(dir);
+      const resumed = await run(dir, file);
+      assert.equal(resumed.code, 0, describeRun(resumed));
+      const rerun = ran(dir);
+      for (const block of rerun) assert.ok(!before.includes(block), `${block} ran twice`);
+      assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
+      const last = await run(dir, file);
+      assert.deepEqual(ran(dir), [], describeRun(last));
+    });
+  }
+
+  it("a regenerated block with other content is reported, and its readers run again", async () => {
+    const dir = newDir("nondeterministic");
+    assert.equal((await run(dir, chain(dir, { nondeterministic: "d" }))).code, 0);
+    const forced = await run(dir, chain(dir, { nondeterministic: "d" }), ["--force", "e:4:2"]);
+    assert.equal(forced.code, 0, describeRun(forced));
+    assert.match(forced.stderr, /warning: Task "d": block \d+ was regenerated with other content/);
+  });
+});
