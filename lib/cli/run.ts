@@ -3,6 +3,8 @@
 import process from "node:process";
 import {
   buildPipelineGraph,
+  type Precheck,
+  type PrecheckRefusal,
   type RunObserver,
   runParallel,
   type RunResult,
@@ -19,7 +21,6 @@ import { exitCodeForOutcome } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
 import type { MmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
-import type { SkipReason } from "../schedule/mod.ts";
 import { installStopSwitch } from "./signals.ts";
 import { describeReconcile, ForcedBlocks, needsProvenance, RunOutputs } from "../outputs/mod.ts";
 import { layoutWarnings } from "./plan.ts";
@@ -260,10 +261,15 @@ function mmapKindFor(mode: "auto" | "mmap" | "fs"): MmapKind | "auto" {
 
 /** Pre-check order (DESIGN.md §6): the done marker, then the skip mask; `check` comes later. */
 function combinePrechecks(
-  done: ((position: number) => "done" | null) | undefined,
+  done: ((position: number) => "done" | PrecheckRefusal | null) | undefined,
   mask: SkipMask | null,
-): ((position: number) => SkipReason | null) | undefined {
+): Precheck | undefined {
   if (mask === null) return done;
   if (done === undefined) return (p) => (mask.isMasked(p) ? "masked" : null);
-  return (p) => done(p) ?? (mask.isMasked(p) ? "masked" : null);
+  return (p) => {
+    const answer = done(p);
+    // A masked block needs no inputs: the mask wins over a refusal.
+    if (answer === "done") return answer;
+    return mask.isMasked(p) ? "masked" : answer;
+  };
 }

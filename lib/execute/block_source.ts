@@ -14,8 +14,19 @@ import { makeBlock } from "./block.ts";
 import type { BlockCompletion } from "./completion.ts";
 import { errorParts, type RunObserver } from "./run_types.ts";
 
-/** The synchronous pre-check of a task: done marker, then skip mask; null means run it. */
-export type Precheck = (position: number) => SkipReason | null;
+/**
+ * A block that cannot run in this run (an input it needs is gone and nothing in this run
+ * brings it back): it fails for good, without retries, with this message.
+ */
+export interface PrecheckRefusal {
+  readonly refuse: string;
+}
+
+/**
+ * The synchronous pre-check of a task: done marker, then skip mask; null means run it, a
+ * refusal fails the block without running it.
+ */
+export type Precheck = (position: number) => SkipReason | PrecheckRefusal | null;
 
 export interface BlockSourceOptions {
   readonly scheduler: Scheduler;
@@ -68,7 +79,11 @@ export class BlockSource {
       if (position < 0) return -1;
       const skip = precheck === undefined ? null : precheck(position);
       if (skip === null) return position;
-      completion.skipped(task, position, skip);
+      if (typeof skip === "object") {
+        completion.refused(task, position, scheduler.attemptOf(task, position), skip.refuse);
+      } else {
+        completion.skipped(task, position, skip);
+      }
     }
   }
 

@@ -135,14 +135,31 @@ export class BlockCompletion {
     );
   }
 
+  /** A pre-check refused a block that cannot run in this run: it fails for good, unrun. */
+  refused(task: number, position: number, attempt: number, message: string): void {
+    const report: BlockReport = {
+      task,
+      position,
+      attempt,
+      sentAt: 0,
+      returnedAt: 0,
+      workerId: -1,
+      usage: null,
+      commit: null,
+      seconds: 0,
+    };
+    this.failed(report, { message }, attempt, false);
+  }
+
   /** An attempt failed: retried, or failed for good with its downstream orphaned. */
   failed(
     report: BlockReport,
     error: { readonly message: string; readonly stack?: string },
     attempt = report.attempt,
+    retry = true,
   ): void {
     const task = report.task;
-    const outcome = this.#o.scheduler.fail(task, report.position);
+    const outcome = this.#o.scheduler.fail(task, report.position, retry);
     if (outcome === "dropped") return;
     const permanent = outcome === "failed";
     this.#o.sink?.failed(report, permanent);

@@ -7,6 +7,6 @@ export * from "./executor.ts";
 export * from "./parallel_runner.ts";
 export * from "./run_stats.ts";
 export * from "./completion.ts";
-export type { Precheck } from "./block_source.ts";
+export type { Precheck, PrecheckRefusal } from "./block_source.ts";
 export { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
 export { localExecutorFactory } from "./executor_factory.ts";

@@ -9,6 +9,8 @@
  *   {"t":"commit","index":[1,2],"adopted":true}   found complete after a crash, re-hashed
  *   {"t":"drop","index":[1,2],"why":"..."}         outputs gone or rolled back: rebuild
  *   {"t":"tombstone","index":[1,2],"content":"..."}  a temporary block's outputs deleted
+ *   {"t":"nondeterministic","index":[1,2],"was":"...","now":"..."}  regenerated with other
+ *                                                  content than its tombstone kept
  *
  * Blocks are keyed by grid index, which a grown volume keeps.
  */
@@ -38,7 +40,13 @@ export type ManifestRecord =
   | IntentRecord
   | { readonly t: "commit"; readonly index: readonly number[]; readonly adopted?: boolean }
   | { readonly t: "drop"; readonly index: readonly number[]; readonly why: string }
-  | { readonly t: "tombstone"; readonly index: readonly number[]; readonly content: string };
+  | { readonly t: "tombstone"; readonly index: readonly number[]; readonly content: string }
+  | {
+    readonly t: "nondeterministic";
+    readonly index: readonly number[];
+    readonly was: string;
+    readonly now: string;
+  };
 
 /** What the manifest says about one block, after every record about it. */
 export interface BlockEntry {
@@ -53,6 +61,8 @@ export interface ManifestContents {
   readonly blocks: ReadonlyMap<string, BlockEntry>;
   /** Lines that could not be read (a torn last line from a kill counts here). */
   readonly unreadable: number;
+  /** Whether a regenerated block ever came back with other content (see Temporaries). */
+  readonly nondeterministic: boolean;
   readonly lines: number;
 }
 
@@ -68,13 +78,14 @@ export function readManifest(storeDir: string): ManifestContents {
     text = fs.readFileSync(file, "utf8");
   } catch (error) {
     if ((error as { code?: string }).code === "ENOENT") {
-      return { blocks: new Map(), unreadable: 0, lines: 0 };
+      return { blocks: new Map(), unreadable: 0, lines: 0, nondeterministic: false };
     }
     throw error;
   }
   const blocks = new Map<string, BlockEntry>();
   let unreadable = 0;
   let lines = 0;
+  let nondeterministic = false;
   for (const line of text.split("\n")) {
     if (line === "") continue;
     lines++;
@@ -110,11 +121,14 @@ export function readManifest(storeDir: string): ManifestContents {
       case "tombstone":
         blocks.set(key, { intent: before?.intent ?? null, state: "tombstoned", adopted: false });
         break;
+      case "nondeterministic":
+        nondeterministic = true;
+        break;
       default:
         unreadable++;
     }
   }
-  return { blocks, unreadable, lines };
+  return { blocks, unreadable, lines, nondeterministic };
 }
 
 /** The writer of one store's manifest: batches of records, each batch durable when it returns. */

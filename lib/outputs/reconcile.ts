@@ -17,12 +17,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { TaskConfig } from "../pipeline/spec.ts";
-import {
-  OUTPUTS_DELETED,
-  OUTPUTS_NONE,
-  OUTPUTS_PRESENT,
-  type TrackingStore,
-} from "../tracking/store.ts";
+import { OUTPUTS_DELETED, OUTPUTS_NONE, type TrackingStore } from "../tracking/store.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";

@@ -13,6 +13,7 @@ import type { DependencyGraph } from "../graph/mod.ts";
 import { InputError } from "../errors.ts";
 import { makeBlock } from "../execute/block.ts";
 import type { BlockReport, CompletionSink } from "../execute/completion.ts";
+import type { PrecheckRefusal } from "../execute/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { TrackingSession } from "../tracking/session.ts";
 import { OutputCommitter } from "./committer.ts";
@@ -140,18 +141,30 @@ export class RunOutputs implements CompletionSink {
     task: number,
     done: ((position: number) => "done" | null) | undefined,
     forced: ForcedBlocks,
-  ): ((position: number) => "done" | null) | undefined {
+  ): ((position: number) => "done" | PrecheckRefusal | null) | undefined {
     if (done === undefined) return undefined;
     const model = this.provenance;
     const temporaries = this.#temporaries;
     const regenerate = temporaries !== null && temporaries.anyRegenerate(task);
-    if (!model.enabled(task) && !forced.any(task) && !regenerate) return done;
-    return (p) =>
-      forced.has(task, p) || (regenerate && temporaries.mustRegenerate(task, p))
-        ? null
-        : done(p) === "done" && model.fresh(task, p)
-        ? "done"
-        : null;
+    if (!model.enabled(task) && !forced.any(task) && !regenerate && temporaries === null) {
+      return done;
+    }
+    const runs = (p: number): boolean =>
+      forced.has(task, p) || (regenerate && temporaries.mustRegenerate(task, p)) ||
+      done(p) !== "done" || !model.fresh(task, p);
+    return (p) => {
+      if (!runs(p)) return "done";
+      // The start regenerates every deleted temporary a block that may run reads; a block
+      // that turned stale during the run (a regenerated input came back with other content)
+      // can still read one that stayed deleted. It waits for the next run, which regenerates
+      // that input first.
+      const deleted = temporaries?.inputsPresent(task, p) ?? null;
+      if (deleted === null) return null;
+      return {
+        refuse:
+          `it became stale in this run (a temporary block it reads was regenerated with other content) and reads ${deleted}, which was deleted; run blockwise again: the next run regenerates ${deleted} first`,
+      };
+    };
   }
 
   /**

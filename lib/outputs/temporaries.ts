@@ -12,7 +12,11 @@
  * everything downstream of those, whose upstream content may change) asks for the deleted
  * temporary blocks it reads. Regenerated blocks are deleted again once their readers commit.
  * A regenerated block whose content differs from its tombstone is reported as
- * non-deterministic; its readers then see a changed upstream digest and are stale.
+ * non-deterministic; its readers then see a changed upstream digest and are stale. A stale
+ * reader that also reads a block which stayed deleted cannot run in this run (RunOutputs
+ * refuses it); the manifest records the task as non-deterministic, and from then on the start
+ * regenerates, for every regenerated block of it, the inputs of all its readers too, so the
+ * next run completes instead of moving the staleness one block further each run.
  */
 
 import * as fs from "node:fs";
@@ -52,6 +56,8 @@ interface TempTask {
   readonly tombstoneBytes: Map<number, number>;
   /** Content hash of each live block (kept in its tombstone when it is deleted). */
   readonly contents: Map<number, string>;
+  /** Regenerated blocks may come back with other content (recorded in the manifest). */
+  nondeterministic: boolean;
   liveBlocks: number;
   liveBytes: number;
   peakBytes: number;
@@ -105,6 +111,7 @@ export class Temporaries {
         tombstones: new Map(),
         contents: new Map(),
         tombstoneBytes: new Map(),
+        nondeterministic: readManifest(store.path).nondeterministic,
         liveBlocks: 0,
         liveBytes: 0,
         peakBytes: 0,
@@ -159,10 +166,17 @@ export class Temporaries {
     if (m === null) return;
     const before = m.tombstones.get(position);
     if (before !== undefined && before !== content) {
+      m.manifest.append([{
+        t: "nondeterministic",
+        index: this.#o.graph.layouts[task]!.gridIndexOf(position),
+        was: before,
+        now: content,
+      }]);
+      m.nondeterministic = true;
       this.#o.onNotice(
         `warning: Task "${this.#o.pipeline.tasks[task]!.id}": block ${
           String(this.#o.graph.layouts[task]!.blockIdOf(position))
-        } was regenerated with other content than before it was deleted (non-deterministic output); the blocks reading it are stale and run again`,
+        } was regenerated with other content than before it was deleted (non-deterministic output); the blocks reading it are stale and run again (those that read another deleted temporary block in the next run, which regenerates it first)`,
       );
     }
     if (m.regenerate[position] === 1 && m.tombstones.has(position)) {
@@ -279,6 +293,24 @@ export class Temporaries {
 
   #mayRun: Uint8Array[] = [];
 
+  /** Mark a block and everything downstream of it as may-run; each one newly marked asks. */
+  #flood(task: number, position: number, ask: number[]): void {
+    if (this.#mayRun[task]![position] === 1) return;
+    this.#mayRun[task]![position] = 1;
+    ask.push(task, position);
+    const stack = [task, position];
+    while (stack.length > 0) {
+      const p = stack.pop()!;
+      const t = stack.pop()!;
+      this.#o.graph.forEachDownstream(t, p, (d, q) => {
+        if (d === t || this.#mayRun[d]![q] === 1) return;
+        this.#mayRun[d]![q] = 1;
+        ask.push(d, q);
+        stack.push(d, q);
+      });
+    }
+  }
+
   /**
    * The start: which blocks may run (certain ones and everything downstream of them), which
    * deleted temporary blocks they need (regenerated, recursively), and how many readers each
@@ -326,6 +358,12 @@ export class Temporaries {
         m.regenerate[q] = 1;
         this.#mayRun[u]![q] = 1;
         ask.push(u, q);
+        if (!m.nondeterministic) return;
+        // It may come back with other content: every reader of it may run, and needs its
+        // other inputs.
+        graph.forEachDownstream(u, q, (d, r) => {
+          if (d !== u) this.#flood(d, r, ask);
+        });
       });
     }
     // Live temporary blocks: their files and their readers still to come.

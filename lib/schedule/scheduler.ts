@@ -147,12 +147,12 @@ export class Scheduler {
    * A processing block's attempt failed. It is queued again until `maxRetries` retries were
    * spent; then it fails permanently and everything downstream of it is orphaned.
    */
-  fail(task: number, position: number): FailureOutcome {
+  fail(task: number, position: number, retry = true): FailureOutcome {
     const running = this.#counters[task]!.whileRunning();
     if (running === null) return "dropped";
     const retries = this.#retries[task]!;
     const spent = retries.get(position) ?? 0;
-    if (spent < this.#options[task]!.maxRetries) {
+    if (retry && spent < this.#options[task]!.maxRetries) {
       retries.set(position, spent + 1);
       this.#queues[task]!.push(position);
       running.requeue(true);
