@@ -197,14 +197,15 @@ describe("temporary intermediates", () => {
     assert.equal((await run(dir, chain(dir, { nondeterministic: "d" }))).code, 0);
     const forced = await run(dir, chain(dir, { nondeterministic: "d" }), ["--force", "e:4:2"]);
     // d1..d3 come back with other content: every e and f block reading them is stale. e2 (the
-    // forced one) and f2 read only those and run; the others read d0 or d4, which stayed deleted, so
+    // forced one) reads only those and runs; the others read d0 or d4, which stayed deleted, so
     // they fail unrun, naming the input, and nothing is run on a missing input.
     assert.equal(forced.code, 1, describeRun(forced));
     assert.match(forced.stderr, /warning: Task "d": block \d+ was regenerated with other content/);
     assert.match(forced.stderr, /became stale in this run .* reads d\/\d+, which was deleted/);
     assert.doesNotMatch(forced.stderr, /missing input/);
     const stale = ran(dir).filter((b) => /^[ef]/.test(b));
-    assert.deepEqual(stale, ["e2", "f2"], "the stale blocks with all their inputs ran");
+    // f2 runs too when it is checked before e2's commit frees d1..d3 again, else it is refused.
+    assert.ok(stale.includes("e2") && stale.every((b) => b === "e2" || b === "f2"), `${stale}`);
     // The next run regenerates the deleted inputs of the refused blocks first, and completes.
     const next = await run(dir, chain(dir, { nondeterministic: "d" }));
     assert.equal(next.code, 0, describeRun(next));
