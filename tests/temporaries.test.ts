@@ -110,6 +110,20 @@ describe("temporary intermediates", () => {
       );
     }
     assert.match(first.stderr, /temporary: 8 deleted \(\d+ B\), 0 live \(0 B\), peak \d+ B live/);
+    const status = await runCli(["status", path.join(dir, "tracking")]);
+    assert.equal(status.code, 0, describeRun(status));
+    assert.match(
+      status.stdout,
+      /task "b"[^]*?outputs +temporary: 8 deleted \([\d.]+ k?B\), 0 live \(0 B\)/i,
+    );
+    assert.match(status.stdout, /task "e"[^]*?outputs +8 blocks on disk \([\d.]+ k?B\)/i);
+    const json = await runCli(["status", path.join(dir, "tracking"), "--json"]);
+    const stores = JSON.parse(json.stdout).stores as { task: string; outputs: unknown }[];
+    const b = stores.find((r) => r.task === "b")!.outputs as Record<string, unknown>;
+    assert.equal(b["deleted_blocks"], 8);
+    assert.equal(b["present_blocks"], 0);
+    assert.equal(b["temporary"], true);
+    assert.ok((b["deleted_bytes"] as number) > 0);
     const again = await run(dir, file);
     assert.equal(again.code, 0, describeRun(again));
     assert.deepEqual(ran(dir), [], "nothing runs, although every temporary output is gone");
@@ -149,6 +163,8 @@ describe("temporary intermediates", () => {
     const kept = await run(dir, file, ["--keep-temp"]);
     assert.equal(kept.code, 0, describeRun(kept));
     assert.deepEqual(onDisk(dir), { a: 8, b: 8, c: 8, d: 8, e: 8, f: 8 });
+    const status = await runCli(["status", path.join(dir, "tracking", "c")]);
+    assert.match(status.stdout, /outputs +temporary: 0 deleted \(0 B\), 8 live \([\d.]+ k?B\)/i);
     const next = await run(dir, file);
     assert.equal(next.code, 0, describeRun(next));
     assert.deepEqual(ran(dir), []);

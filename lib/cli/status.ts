@@ -24,7 +24,7 @@ import { formatBytes } from "../report/utilization.ts";
 import { formatCount, formatShape } from "../report/table.ts";
 import { renderGridMap } from "../tracking/grid_map.ts";
 import { findStores } from "../tracking/find_stores.ts";
-import { inspectStores, type StoreReport } from "../tracking/inspect.ts";
+import { inspectStores, type OutputReport, type StoreReport } from "../tracking/inspect.ts";
 import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
 import { LineWriter } from "./output.ts";
 
@@ -56,6 +56,16 @@ function seconds(s: number): string {
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
+/** Committed outputs on disk, and for a temporary task the deleted (live = on disk) ones. */
+function formatOutputs(o: OutputReport): string {
+  const live = `${formatCount(o.present_blocks)} block${o.present_blocks === 1 ? "" : "s"}`;
+  if (!o.temporary) return `${live} on disk (${formatBytes(o.present_bytes)})`;
+  return `temporary: ${formatCount(o.deleted_blocks)} deleted (${formatBytes(o.deleted_bytes)}), ${
+    formatCount(o.present_blocks)
+  } live (${formatBytes(o.present_bytes)})` +
+    (o.nondeterministic ? "; non-deterministic (a regenerated block came back different)" : "");
+}
+
 /** The human lines for one store. */
 export function formatStoreReport(r: StoreReport): string[] {
   const lines: string[] = [];
@@ -76,6 +86,7 @@ export function formatStoreReport(r: StoreReport): string[] {
       (r.failed_attempts > 0 ? ` (${plural(r.failed_attempts, "failed attempt")} in all)` : ""),
   );
   field("pending", formatCount(r.pending));
+  if (r.outputs !== null) field("outputs", formatOutputs(r.outputs));
   let runs = r.runs === 0 ? "none recorded" : formatCount(r.runs);
   const last = r.last_run;
   if (last !== null) {

@@ -158,8 +158,12 @@ export class RunOutputs implements CompletionSink {
       // that turned stale during the run (a regenerated input came back with other content)
       // can still read one that stayed deleted. It waits for the next run, which regenerates
       // that input first.
-      const deleted = temporaries?.inputsPresent(task, p) ?? null;
-      if (deleted === null) return null;
+      if (temporaries === null) return null;
+      const deleted = temporaries.inputsPresent(task, p);
+      if (deleted === null) {
+        temporaries.claim(task, p);
+        return null;
+      }
       return {
         refuse:
           `it became stale in this run (a temporary block it reads was regenerated with other content) and reads ${deleted}, which was deleted; run blockwise again: the next run regenerates ${deleted} first`,

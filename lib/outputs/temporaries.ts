@@ -147,6 +147,22 @@ export class Temporaries {
     return missing;
   }
 
+  /**
+   * A block the start did not count as a reader (it turned stale during the run) is about to
+   * run with every input in place: count it as a reader of them now, so none is deleted under
+   * it before it commits.
+   */
+  claim(task: number, position: number): void {
+    const mayRun = this.#mayRun[task]!;
+    if (mayRun[position] !== 0) return;
+    mayRun[position] = 1;
+    this.#o.graph.forEachUpstream(task, position, (u, p) => {
+      if (u === task) return;
+      const m = this.#tasks[u] ?? null;
+      if (m !== null && m.remaining[p]! >= 0) m.remaining[p] = m.remaining[p]! + 1;
+    });
+  }
+
   stats(task: number): TemporaryStats | null {
     const m = this.#tasks[task] ?? null;
     if (m === null) return null;
@@ -214,8 +230,10 @@ export class Temporaries {
   /** Delete what fell due; durable before it returns. */
   flush(): void {
     if (this.#pending.length === 0) return;
-    const batch = this.#pending;
+    // A block claimed since it fell due (a reader that turned stale) stays.
+    const batch = this.#pending.filter(({ t, position }) => t.remaining[position] === 0);
     this.#pending = [];
+    if (batch.length === 0) return;
     const byManifest = new Map<ManifestWriter, { t: TempTask; position: number }[]>();
     for (const item of batch) {
       const list = byManifest.get(item.t.manifest) ?? [];

@@ -45,6 +45,8 @@
  *     io_read_bytes_total: number, io_write_bytes_total: number,
  *     first_sent_at: string | null,       // ISO 8601, earliest sent_at of any block
  *     last_returned_at: string | null },  // ISO 8601, latest returned_at of any block
+ *   outputs: null | OutputReport, // declared outputs: present / deleted-temporary blocks and
+ *                                 // bytes (schema in lib/tracking/output_report.ts)
  *   io: "fs"                      // how the store was read: status never maps
  * }
  * ```
@@ -56,11 +58,13 @@ import { forEachBlockRun } from "./block_runs.ts";
 import { checkHostByteOrder, readChunk } from "./chunk_reads.ts";
 import { isHolderAlive, readStoreLock } from "./lock.ts";
 import { type ResourceReport, resourceReport } from "./resource_report.ts";
+import { type OutputReport, outputReport } from "./output_report.ts";
 import { readRunRecords } from "./runs_log.ts";
 import type { StoredLayout } from "./store_layout.ts";
 import { readStoreMetadata } from "./store_metadata.ts";
 
 export type { ResourceReport } from "./resource_report.ts";
+export type { OutputReport } from "./output_report.ts";
 
 /** Per-block state codes of `StoreInspection.states`. */
 export const BLOCK_PENDING = 0;
@@ -108,6 +112,7 @@ export interface StoreReport {
   readonly lock: LockReport | null;
   readonly resource_tracking: boolean;
   readonly resources: ResourceReport | null;
+  readonly outputs: OutputReport | null;
   readonly io: "fs";
 }
 
@@ -214,6 +219,7 @@ function inspect(dir: string, withStates: boolean): StoreInspection {
     lock: holder === null ? null : { ...holder, alive: isHolderAlive(holder) },
     resource_tracking: meta.resourceTracking,
     resources: meta.resourceTracking ? resourceReport(meta, blocks) : null,
+    outputs: outputReport(meta, last?.["temporary"] === true),
     io: "fs",
   };
   return { report, states };

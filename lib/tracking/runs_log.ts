@@ -16,6 +16,7 @@
  *   { kind: "run", run_id: string, started_at: ISO string, ended_at: ISO string,
  *     seconds: number, outcome: "done" | "failed" | "interrupted" | ..., exit_code: number,
  *     blockwise_version: string, host: string, pid: number,
+ *     temporary: boolean,    // the task's outputs are temporary intermediates
  *     blocks: { total, completed, skipped, failed, orphaned },   // counts for this task
  *     aggregates: { ... },   // per-block resource figures summarised (RUN_STATS.md)
  *     workers: [ ... ] }     // the per-worker timeline

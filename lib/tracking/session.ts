@@ -297,6 +297,7 @@ export class TrackingSession implements CompletionSink {
       host: os.hostname(),
       pid: process.pid,
       pipeline: this.pipeline.path,
+      temporary: this.pipeline.tasks[task]!.temporary,
       tracking_io: this.tracked[task]?.store.mmapKind ?? null,
       done_at_start: this.tracked[task]?.doneAtStart ?? 0,
       blocks: counters === undefined ? null : {
