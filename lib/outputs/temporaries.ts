@@ -397,10 +397,12 @@ export class Temporaries {
         if (entry?.intent != null) contents.set(p, entry.intent.content);
         const state = m.store.provenance!.outputs[cell];
         if (state === OUTPUTS_DELETED) {
+          const bytes = bytesOf(entry?.intent?.files ?? []);
           m.deletedBlocks++;
-          m.deletedBytes += bytesOf(entry?.intent?.files ?? []);
+          m.deletedBytes += bytes;
           if (m.regenerate[p] === 1 && entry?.intent != null) {
             m.tombstones.set(p, entry.intent.content);
+            m.tombstoneBytes.set(p, bytes);
           }
           continue;
         }

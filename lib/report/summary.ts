@@ -14,6 +14,7 @@
 
 import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
 import type { TemporaryStats } from "../outputs/temporaries.ts";
+import { formatBytes } from "./utilization.ts";
 
 export interface TaskSummaryRow {
   readonly id: string;
@@ -348,13 +349,6 @@ export function formatTemporary(t: TemporaryStats): string {
   }), ${t.liveBlocks} live (${formatBytes(t.liveBytes)}), peak ${formatBytes(t.peakBytes)} live`;
   if (t.regenerated > 0) text += `; ${t.regenerated} regenerated`;
   return text;
-}
-
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
 }
 
 /**
