@@ -44,6 +44,15 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "show what a block-grid mask would skip; repeatable; wins over the task's skipMask",
       (value: string, previous: string[] = []) => [...previous, value],
     )
+    .option(
+      "--tracking-dir <dir>",
+      "read the stores at <dir>/<task id> (read-only, no lock) and say why each block would run or not",
+    )
+    .option(
+      "--force <task[:offset:shape]>",
+      "as run --force: count these blocks as forced; repeatable",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .action(async (pipeline: string, opts: PlanOptions) => {
       await planCommand(pipeline, opts);
     });
