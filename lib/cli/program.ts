@@ -122,6 +122,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       parseIndexOption,
     )
     .option("--slice <index>", "with --map: show only this slice along --axis", parseIndexOption)
+    .option("--failed", "list every failed block with its attempts and last error (errors.jsonl)")
     .action(async (target: string, opts: StatusOptions) => {
       setExitCode(await statusCommand(target, opts));
     });
