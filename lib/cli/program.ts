@@ -15,6 +15,7 @@ import { parseIndexOption, statusCommand, type StatusOptions } from "./status.ts
 import { resetCommand, type ResetOptions } from "./reset.ts";
 import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
+import { acceptCommand, type AcceptOptions } from "./accept.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const version = versionLine();
@@ -141,6 +142,23 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .action(async (target: string, opts: ResetOptions) => {
       setExitCode(await resetCommand(target, opts));
+    });
+
+  sub("accept")
+    .description(
+      "take done blocks as made by the current version/params without running them (a cosmetic bump)",
+    )
+    .argument("<pipeline>", "pipeline file whose current recipe the blocks are taken as made by")
+    .option("--tracking-dir <dir>", "the stores at <dir>/<task id>, as for run")
+    .option(
+      "--task <id>",
+      "only this task; repeatable (default: every task with provenance)",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option("--roi <offset:shape>", "only blocks whose write ROI intersects this box")
+    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .action(async (pipeline: string, opts: AcceptOptions) => {
+      setExitCode(await acceptCommand(pipeline, opts));
     });
 
   sub("demo")

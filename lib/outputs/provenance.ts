@@ -169,6 +169,28 @@ export class ProvenanceModel {
     return provenance;
   }
 
+  /**
+   * `blockwise accept`: take a done block as made by this run's recipe, upstream content and
+   * inputs, without running it. Its content hash is kept, so nothing downstream turns stale.
+   */
+  accept(task: number, position: number): void {
+    const m = this.#tasks[task] ?? null;
+    if (m === null) return;
+    const cell = this.#graph.layouts[task]!.trackingCellOf(position);
+    if (cell < 0) return;
+    const p = m.store.provenance!;
+    const w = this.#words;
+    this.#upstreamDigest(task, position, w);
+    p.upstream[2 * cell] = w[0]!;
+    p.upstream[2 * cell + 1] = w[1]!;
+    if (m.inputs.count > 0) {
+      this.#inputsDigest(task, position, w);
+      p.inputs[2 * cell] = w[0]!;
+      p.inputs[2 * cell + 1] = w[1]!;
+    }
+    p.recipe[cell] = m.recipe;
+  }
+
   /** SHA-256 of the recipe, the block's position and both digests. */
   provenanceHash(task: number, position: number): string {
     const m = this.#tasks[task] ?? null;
