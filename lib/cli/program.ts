@@ -16,6 +16,7 @@ import { resetCommand, type ResetOptions } from "./reset.ts";
 import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
 import { acceptCommand, type AcceptOptions } from "./accept.ts";
+import { verifyCommand, type VerifyOptions } from "./verify.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const version = versionLine();
@@ -159,6 +160,17 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .option("--json", "print machine-readable JSON (see README for the schema)")
     .action(async (pipeline: string, opts: AcceptOptions) => {
       setExitCode(await acceptCommand(pipeline, opts));
+    });
+
+  sub("verify")
+    .description(
+      "re-hash every committed output and compare with the manifest (read-only); --against: compare two stores block by block",
+    )
+    .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
+    .option("--against <other>", "compare with this store or tracking directory by content hash")
+    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .action(async (target: string, opts: VerifyOptions) => {
+      setExitCode(await verifyCommand(target, opts));
     });
 
   sub("demo")

@@ -18,6 +18,7 @@ import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { TrackingSession } from "../tracking/session.ts";
 import { OutputCommitter } from "./committer.ts";
 import { ManifestWriter } from "./manifest.ts";
+import { writeOutputLocations } from "./output_locations.ts";
 import { type OutputPlan, planOutputs, STAGING_FOLDER } from "./output_plan.ts";
 import { ProvenanceModel } from "./provenance.ts";
 import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
@@ -124,6 +125,7 @@ export class RunOutputs implements CompletionSink {
         missing.push(new Set());
         return;
       }
+      writeOutputLocations(store.path, plans[t]!);
       const manifest = new ManifestWriter(store.path);
       manifests.push(manifest);
       const result = reconcileTask(task, graph.layouts[t]!, plans[t]!, store, manifest);
