@@ -93,7 +93,7 @@ describe("quarantineAfter", () => {
     assert.equal(failures(dir, "a")[2], 2);
     const plan = await planBlocks(dir, env);
     assert.equal(plan.why["a2"], "quarantined (2 failed attempts)");
-    assert.equal(plan.why["b2"], "new");
+    assert.equal(plan.why["b2"], "blocked: reads quarantined a/2");
     // Third run: not run, reported as quarantined, no attempt counted, no error logged.
     const third = await runLogged(dir, { ...env, FAIL: "" });
     assert.equal(third.result.code, 1, describeRun(third.result));

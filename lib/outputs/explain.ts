@@ -34,7 +34,8 @@ export type ReasonKind =
   | "quarantined"
   | "masked"
   | "forced"
-  | "regenerate";
+  | "regenerate"
+  | "blocked";
 
 /** Kinds of blocks the run processes (certainly, or maybe for `upstream_may_change`). */
 export const RUNS: Readonly<Record<ReasonKind, boolean>> = {
@@ -48,6 +49,7 @@ export const RUNS: Readonly<Record<ReasonKind, boolean>> = {
   masked: false,
   forced: true,
   regenerate: true,
+  blocked: false,
 };
 
 export interface Reason {
@@ -150,7 +152,15 @@ export function explainPipeline(
       const regenerate = temporaries?.mustRegenerate(t, p) === true;
       const stale = done && !force && !regenerate ? model.staleReason(t, p) : null;
       let reason: Reason;
-      if (done && !force && !regenerate && stale === null) {
+      const blocker = quarantinedUpstream(pipeline, graph, out, t, p);
+      if (blocker !== null) {
+        // The run refuses the quarantined block, which orphans everything reading it.
+        reason = {
+          kind: "blocked",
+          text: `blocked: reads quarantined ${blocker}`,
+          group: "blocked",
+        };
+      } else if (done && !force && !regenerate && stale === null) {
         reason = upstreamRuns(graph, out, t, p) ? MAY_CHANGE : DONE;
       } else if (mask !== null && mask.isMasked(p)) {
         reason = MASKED;
@@ -227,6 +237,27 @@ function upstreamRuns(
     runs = kind !== undefined && RUNS[kind] && kind !== "regenerate";
   });
   return runs;
+}
+
+/** The first block of another task this block reads that is quarantined or blocked, or null. */
+function quarantinedUpstream(
+  pipeline: PipelineConfig,
+  graph: DependencyGraph,
+  explained: readonly TaskExplanation[],
+  task: number,
+  position: number,
+): string | null {
+  let found: string | null = null;
+  graph.forEachUpstream(task, position, (u, q) => {
+    if (found !== null || u === task) return;
+    const r = explained[u]?.reason(q);
+    if (r === undefined) return;
+    if (r.kind === "blocked") found = r.text.slice("blocked: reads quarantined ".length);
+    else if (r.kind === "quarantined") {
+      found = `${pipeline.tasks[u]!.id}/${String(graph.layouts[u]!.blockIdOf(q))}`;
+    }
+  });
+  return found;
 }
 
 class ReasonTable {
