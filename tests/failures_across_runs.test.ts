@@ -136,3 +136,19 @@ describe("quarantineAfter", () => {
     assert.match(r.result.stderr, /must be an integer of at least 1; got 0/);
   });
 });
+
+describe("errors.jsonl after a kill mid-append", () => {
+  it("ends a torn last line before the next record, losing only the torn one", async () => {
+    const dir = newDir("torn");
+    writePipeline(dir);
+    assert.equal((await runLogged(dir, { FAIL: "a1" })).result.code, 1);
+    fs.appendFileSync(path.join(trackingOf(dir), "a", "errors.jsonl"), '{"task":"a","blo');
+    assert.equal((await runLogged(dir, { FAIL: "a1" })).result.code, 1);
+    const text = fs.readFileSync(path.join(trackingOf(dir), "a", "errors.jsonl"), "utf8");
+    const lines = text.trim().split("\n");
+    assert.equal(lines.length, 3);
+    assert.equal(JSON.parse(lines[2]!).message, "block a1 is broken");
+    const status = await runCli(["status", path.join(trackingOf(dir), "a"), "--failed"]);
+    assert.match(status.stdout, /a\/1 {2}index \(1\) {2}2 attempts/);
+  });
+});

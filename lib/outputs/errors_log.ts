@@ -44,6 +44,7 @@ export interface ErrorsLogOptions {
 /** A run observer that appends every failed attempt to its task's errors.jsonl. */
 export function errorsLogObserver(options: ErrorsLogOptions): RunObserver {
   const now = options.now ?? (() => new Date());
+  const checked = new Set<string>();
   return {
     blockFailed(failure) {
       if (options.ignore?.(failure) === true) return;
@@ -60,9 +61,32 @@ export function errorsLogObserver(options: ErrorsLogOptions): RunObserver {
         stack: stackLines(failure.stack),
         permanent: failure.permanent,
       };
-      fs.appendFileSync(path.join(store, ERRORS_FILE), JSON.stringify(record) + "\n");
+      const file = path.join(store, ERRORS_FILE);
+      // A kill mid-append leaves a torn last line: end it before this run's first record.
+      const lead = checked.has(file) || endsLine(file) ? "" : "\n";
+      checked.add(file);
+      fs.appendFileSync(file, lead + JSON.stringify(record) + "\n");
     },
   };
+}
+
+/** Whether the file is missing, empty or ends with a newline. */
+function endsLine(file: string): boolean {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, "r");
+  } catch {
+    return true;
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size === 0) return true;
+    const last = new Uint8Array(1);
+    fs.readSync(fd, last, 0, 1, size - 1);
+    return last[0] === 0x0a;
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 function stackLines(stack: string | undefined): string[] {
