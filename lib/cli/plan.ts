@@ -11,12 +11,23 @@ import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { formatCount, formatShape, formatTable } from "../report/table.ts";
 import { LineWriter } from "./output.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
+import { RUNS, type TaskExplanation } from "../outputs/explain.ts";
+import {
+  explainForPlan,
+  explainJson,
+  explainSummary,
+  type TaskExplainJson,
+} from "./plan_explain.ts";
 
 export interface PlanOptions {
   readonly json?: boolean;
   readonly blocks?: boolean;
   /** `--skip-mask TASK=PATH`, repeatable. */
   readonly skipMask?: readonly string[];
+  /** `--tracking-dir DIR`: explain every block against the stores (read-only). */
+  readonly trackingDir?: string;
+  /** `--force TASK[:OFFSET:SHAPE]`, repeatable, as `run` takes it. */
+  readonly force?: readonly string[];
 }
 
 export interface TaskPlan {
@@ -32,6 +43,8 @@ export interface TaskPlan {
   readonly warnings: readonly string[];
   /** The skip mask of the task for this plan, or null. */
   readonly skip_mask: { readonly source: string; readonly skipped: number } | null;
+  /** Why blocks run, against the tracking stores (only when there are stores to read). */
+  readonly explain?: TaskExplainJson;
 }
 
 export function taskPlan(
@@ -76,16 +89,28 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
     graph.layouts,
     parseSkipMaskFlags(options.skipMask ?? []),
   );
+  const explained = explainForPlan(
+    pipeline,
+    graph,
+    masks,
+    options.trackingDir ?? null,
+    options.force ?? [],
+  );
   const out = new LineWriter();
   if (options.blocks) {
-    await writeBlocks(pipeline, graph, options.json === true, out, masks);
+    await writeBlocks(pipeline, graph, options.json === true, out, masks, explained);
   } else if (options.json) {
-    const tasks = graph.dag.order.map((t) =>
-      taskPlan(pipeline.tasks[t]!, graph.layouts[t]!, masks[t] ?? null)
-    );
+    const tasks = graph.dag.order.map((t) => {
+      const plan = taskPlan(pipeline.tasks[t]!, graph.layouts[t]!, masks[t] ?? null);
+      const e = explained?.[t] ?? null;
+      return e === null ? plan : { ...plan, explain: explainJson(e) };
+    });
     await out.line(JSON.stringify({ pipeline: pipeline.path, tasks }, null, 2));
   } else {
     for (const line of planSummary(pipeline, graph, masks)) await out.line(line);
+    if (explained !== null) {
+      for (const line of explainSummary(explained, graph.dag.order)) await out.line(line);
+    }
   }
   await out.flush();
 }
@@ -138,11 +163,13 @@ async function writeBlocks(
   json: boolean,
   out: LineWriter,
   masks: readonly (SkipMask | null)[],
+  explained: readonly (TaskExplanation | null)[] | null,
 ): Promise<void> {
   for (const t of graph.dag.order) {
     const task = pipeline.tasks[t]!;
     const layout = graph.layouts[t]!;
     const mask = masks[t] ?? null;
+    const e = explained?.[t] ?? null;
     for (const position of layout.allPositions()) {
       const upstream = graph.upstreamOf(t, position).map((r) => ({
         task: pipeline.tasks[r.task]!.id,
@@ -153,6 +180,7 @@ async function writeBlocks(
       const level = layout.levelOf(position);
       const read = layout.readRoiOf(position);
       const write = layout.writeRoiOf(position);
+      const why = e === null ? null : e.reason(position);
       if (json) {
         await out.line(JSON.stringify({
           task: task.id,
@@ -163,6 +191,7 @@ async function writeBlocks(
           write_roi: roiToJson(write),
           upstream: upstream.map((u) => ({ task: u.task, id: blockIdToJson(u.id) })),
           ...(mask === null ? {} : { masked: mask.isMasked(position) }),
+          ...(why === null ? {} : { reason: why.kind, why: why.text, runs: RUNS[why.kind] }),
         }));
       } else {
         const deps = upstream.length === 0
@@ -172,7 +201,11 @@ async function writeBlocks(
           `${task.id}/${id}  index (${index.join(", ")})  level ${level}  read ${
             roiToString(read)
           }  write ${roiToString(write)}  upstream ${deps}${
-            mask !== null && mask.isMasked(position) ? "  (masked)" : ""
+            why !== null
+              ? `  (${why.text})`
+              : mask !== null && mask.isMasked(position)
+              ? "  (masked)"
+              : ""
           }`,
         );
       }

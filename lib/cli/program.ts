@@ -15,6 +15,8 @@ import { parseIndexOption, statusCommand, type StatusOptions } from "./status.ts
 import { resetCommand, type ResetOptions } from "./reset.ts";
 import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
+import { acceptCommand, type AcceptOptions } from "./accept.ts";
+import { verifyCommand, type VerifyOptions } from "./verify.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const version = versionLine();
@@ -42,6 +44,15 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .option(
       "--skip-mask <task=file>",
       "show what a block-grid mask would skip; repeatable; wins over the task's skipMask",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option(
+      "--tracking-dir <dir>",
+      "read the stores at <dir>/<task id> (read-only, no lock) and say why each block would run or not",
+    )
+    .option(
+      "--force <task[:offset:shape]>",
+      "as run --force: count these blocks as forced; repeatable",
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .action(async (pipeline: string, opts: PlanOptions) => {
@@ -113,6 +124,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       parseIndexOption,
     )
     .option("--slice <index>", "with --map: show only this slice along --axis", parseIndexOption)
+    .option("--failed", "list every failed block with its attempts and last error (errors.jsonl)")
     .action(async (target: string, opts: StatusOptions) => {
       setExitCode(await statusCommand(target, opts));
     });
@@ -131,6 +143,34 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .action(async (target: string, opts: ResetOptions) => {
       setExitCode(await resetCommand(target, opts));
+    });
+
+  sub("accept")
+    .description(
+      "take done blocks as made by the current version/params without running them (a cosmetic bump)",
+    )
+    .argument("<pipeline>", "pipeline file whose current recipe the blocks are taken as made by")
+    .option("--tracking-dir <dir>", "the stores at <dir>/<task id>, as for run")
+    .option(
+      "--task <id>",
+      "only this task; repeatable (default: every task with provenance)",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option("--roi <offset:shape>", "only blocks whose write ROI intersects this box")
+    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .action(async (pipeline: string, opts: AcceptOptions) => {
+      setExitCode(await acceptCommand(pipeline, opts));
+    });
+
+  sub("verify")
+    .description(
+      "re-hash every committed output and compare with the manifest (read-only); --against: compare two stores block by block",
+    )
+    .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
+    .option("--against <other>", "compare with this store or tracking directory by content hash")
+    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .action(async (target: string, opts: VerifyOptions) => {
+      setExitCode(await verifyCommand(target, opts));
     });
 
   sub("demo")

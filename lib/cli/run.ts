@@ -22,7 +22,14 @@ import { TrackingSession } from "../tracking/mod.ts";
 import type { MmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import { installStopSwitch } from "./signals.ts";
-import { describeReconcile, ForcedBlocks, needsProvenance, RunOutputs } from "../outputs/mod.ts";
+import {
+  describeReconcile,
+  ForcedBlocks,
+  needsProvenance,
+  positionOfIndex,
+  RunOutputs,
+} from "../outputs/mod.ts";
+import { errorsLogObserver } from "../outputs/errors_log.ts";
 import { layoutWarnings } from "./plan.ts";
 import { resolve } from "node:path";
 
@@ -117,6 +124,14 @@ export async function runPipeline(
     events?.close();
     throw error;
   }
+  const errorsLog = errorsLogObserver({
+    storeOf: (id) => tracking.store(pipeline.tasks.findIndex((t) => t.id === id))?.path ?? null,
+    runId: tracking.runId,
+    ignore: (f) => {
+      const t = pipeline.tasks.findIndex((task) => task.id === f.taskId);
+      return outputs.wasQuarantined(t, positionOfIndex(graph.layouts[t]!, f.index));
+    },
+  });
   for (const summary of outputs.summaries) observer.notice?.(describeReconcile(summary));
   observer.outputsReconciled?.(outputs.summaries);
   if (options.verbose === true) {
@@ -147,7 +162,7 @@ export async function runPipeline(
     }
   }
   const common = {
-    observer,
+    observer: combineObservers(observer, errorsLog),
     sink: outputs,
     precheck: (t: number) =>
       combinePrechecks(outputs.precheck(t, tracking.precheck(t), forced), masks[t] ?? null),

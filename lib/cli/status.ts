@@ -27,13 +27,19 @@ import { findStores } from "../tracking/find_stores.ts";
 import { inspectStores, type OutputReport, type StoreReport } from "../tracking/inspect.ts";
 import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
 import { LineWriter } from "./output.ts";
+import { failedBlocks } from "../outputs/errors_log.ts";
 
 export interface StatusOptions {
   readonly json?: boolean;
   readonly map?: boolean;
   readonly axis?: number;
   readonly slice?: number;
+  /** `--failed`: list each failed block with its last error (errors.jsonl). */
+  readonly failed?: boolean;
 }
+
+/** Failed blocks `status --json` lists per store without `--failed` (all of them with it). */
+const JSON_FAILED_LIMIT = 1000;
 
 /** Commander parser for `--axis` / `--slice`: a whole number >= 0. */
 export function parseIndexOption(value: string): number {
@@ -157,9 +163,12 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
   const exitCode = failures.length > 0 ? EXIT_STORE_REFUSED : EXIT_OK;
   const out = new LineWriter();
   if (options.json) {
-    await out.line(
-      JSON.stringify({ stores: inspections.map((i) => i.report), errors: failures }, null, 2),
-    );
+    const limit = options.failed === true ? Infinity : JSON_FAILED_LIMIT;
+    const stores = inspections.map((i) => {
+      const f = failedBlocks(i.report.path, limit);
+      return { ...i.report, failed_blocks: f.blocks, failed_blocks_total: f.total };
+    });
+    await out.line(JSON.stringify({ stores, errors: failures }, null, 2));
     await out.flush();
     return exitCode;
   }
@@ -195,6 +204,13 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
   for (let i = 0; i < inspections.length; i++) {
     if (i > 0) await out.line("");
     for (const line of formatStoreReport(inspections[i]!.report)) await out.line(line);
+    if (options.failed === true) {
+      for (
+        const line of formatFailedBlocks(inspections[i]!.report.task, inspections[i]!.report.path)
+      ) {
+        await out.line(line);
+      }
+    }
     const m = maps[i];
     if (m !== null && m !== undefined) {
       await out.line("");
@@ -205,4 +221,25 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
   // Refused stores last, on stderr like any error, each with the validator's reason and fix.
   for (const f of failures) process.stderr.write(`error: ${f.error}\n`);
   return exitCode;
+}
+
+/** `status --failed`: each failed block, its attempts and its last error with stack lines. */
+export function formatFailedBlocks(task: string, store: string): string[] {
+  const { blocks } = failedBlocks(store);
+  if (blocks.length === 0) return ["  failed blocks: none"];
+  const lines = [`  failed blocks (${formatCount(blocks.length)}), each with its last error:`];
+  for (const b of blocks) {
+    const e = b.last_error;
+    lines.push(
+      `    ${task}/${b.block}  index (${b.index.join(", ")})  ${plural(b.attempts, "attempt")}` +
+        (e === null
+          ? "  (no error recorded: failed before errors.jsonl was kept)"
+          : `  last at ${e.at} (attempt ${e.attempt}, run ${e.run_id.slice(0, 8)})`),
+    );
+    if (e !== null) {
+      lines.push(`      ${e.message}`);
+      for (const l of e.stack.slice(1, 4)) lines.push(`      ${l.trim()}`);
+    }
+  }
+  return lines;
 }

@@ -23,8 +23,14 @@ import { Digest64, hexPrefixWords } from "./digest.ts";
 import { InputFingerprints } from "./inputs.ts";
 import { canonicalJson, type Recipe, RecipeBook, recipeOf } from "./recipes.ts";
 
+/** What the model reads of a store: a run's mapped store, or `plan`'s read-only snapshot. */
+export type ProvenanceStore = Pick<TrackingStore, "path" | "provenance">;
+
+/** The recipe index of a read-only model whose recipe is not in the store's book yet. */
+const RECIPE_UNSAVED = 2 ** 32 - 2;
+
 interface TaskModel {
-  readonly store: TrackingStore;
+  readonly store: ProvenanceStore;
   readonly recipe: number;
   readonly recipeText: string;
   readonly book: RecipeBook;
@@ -55,7 +61,7 @@ export class ProvenanceModel {
   static open(
     pipeline: PipelineConfig,
     graph: DependencyGraph,
-    stores: readonly (TrackingStore | null)[],
+    stores: readonly (ProvenanceStore | null)[],
     writable = true,
   ): ProvenanceModel {
     const needs = needsProvenance(pipeline, graph);
@@ -65,7 +71,9 @@ export class ProvenanceModel {
       const book = RecipeBook.read(store.path);
       const recipe = recipeOf(task);
       const text = canonicalJson(recipe);
-      const index = writable ? book.indexOf(text, true) : book.indexOf(text, false);
+      const found = book.indexOf(text, writable);
+      // Read-only (plan): a recipe not recorded yet matches no block, not even one made without.
+      const index = !writable && found === RECIPE_NONE ? RECIPE_UNSAVED : found;
       return {
         store,
         recipe: index,
@@ -123,7 +131,7 @@ export class ProvenanceModel {
     const w = this.#words;
     this.#upstreamDigest(task, position, w);
     if (p.upstream[2 * cell] !== w[0] || p.upstream[2 * cell + 1] !== w[1]) {
-      return "stale: upstream changed";
+      return "stale: upstream content changed";
     }
     if (m.inputs.count > 0) {
       this.#inputsDigest(task, position, w);
@@ -159,6 +167,28 @@ export class ProvenanceModel {
     hexPrefixWords(content ?? provenance, p.content, 2 * cell);
     p.recipe[cell] = m.recipe;
     return provenance;
+  }
+
+  /**
+   * `blockwise accept`: take a done block as made by this run's recipe, upstream content and
+   * inputs, without running it. Its content hash is kept, so nothing downstream turns stale.
+   */
+  accept(task: number, position: number): void {
+    const m = this.#tasks[task] ?? null;
+    if (m === null) return;
+    const cell = this.#graph.layouts[task]!.trackingCellOf(position);
+    if (cell < 0) return;
+    const p = m.store.provenance!;
+    const w = this.#words;
+    this.#upstreamDigest(task, position, w);
+    p.upstream[2 * cell] = w[0]!;
+    p.upstream[2 * cell + 1] = w[1]!;
+    if (m.inputs.count > 0) {
+      this.#inputsDigest(task, position, w);
+      p.inputs[2 * cell] = w[0]!;
+      p.inputs[2 * cell + 1] = w[1]!;
+    }
+    p.recipe[cell] = m.recipe;
   }
 
   /** SHA-256 of the recipe, the block's position and both digests. */

@@ -46,13 +46,16 @@ export interface ReconcileResult {
   readonly missing: ReadonlySet<number>;
 }
 
+/** What reconcile reads and sets of a store (a run's mapped store, or plan's snapshot). */
+export type ReconcileStore = Pick<TrackingStore, "path" | "done" | "provenance">;
+
 const UNEXPECTED_LIMIT = 200_000;
 
 export function reconcileTask(
   task: TaskConfig,
   layout: TaskLayout,
   plans: readonly OutputPlan[],
-  store: TrackingStore,
+  store: ReconcileStore,
   manifest: ManifestWriter | null,
 ): ReconcileResult {
   const stagingRemoved = manifest === null ? 0 : sweepStaging(plans, task.id);
@@ -128,9 +131,12 @@ export function reconcileTask(
         continue;
       }
       rolledBack++;
-      // A commit cut short: what it moved into place is not a whole block; remove it.
+      // A commit cut short: what it moved into place is not a whole block; remove it
+      // (not in plan, which passes no manifest and changes nothing on disk).
       for (const f of files) {
-        if (f.file !== null) fs.rmSync(f.file, { recursive: true, force: true });
+        if (f.file !== null && manifest !== null) {
+          fs.rmSync(f.file, { recursive: true, force: true });
+        }
       }
       appends.push({
         t: "drop",
@@ -178,7 +184,7 @@ export function positionOfIndex(layout: TaskLayout, index: readonly number[]): n
   return layout.inGrid(coords) ? layout.positionOf(coords) : -1;
 }
 
-function setContent(store: TrackingStore, cell: number, intent: IntentRecord): void {
+function setContent(store: ReconcileStore, cell: number, intent: IntentRecord): void {
   const p = store.provenance;
   if (p !== null && /^[0-9a-f]{16}/.test(intent.content)) {
     hexPrefixWords(intent.content, p.content, 2 * cell);

@@ -18,6 +18,7 @@ import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { TrackingSession } from "../tracking/session.ts";
 import { OutputCommitter } from "./committer.ts";
 import { ManifestWriter } from "./manifest.ts";
+import { writeOutputLocations } from "./output_locations.ts";
 import { type OutputPlan, planOutputs, STAGING_FOLDER } from "./output_plan.ts";
 import { ProvenanceModel } from "./provenance.ts";
 import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
@@ -48,6 +49,7 @@ export class RunOutputs implements CompletionSink {
   readonly #runId: string;
   readonly #temporaries: Temporaries | null;
   #flushScheduled = false;
+  readonly #quarantined = new Set<string>();
 
   private constructor(
     pipeline: PipelineConfig,
@@ -123,6 +125,7 @@ export class RunOutputs implements CompletionSink {
         missing.push(new Set());
         return;
       }
+      writeOutputLocations(store.path, plans[t]!);
       const manifest = new ManifestWriter(store.path);
       manifests.push(manifest);
       const result = reconcileTask(task, graph.layouts[t]!, plans[t]!, store, manifest);
@@ -146,7 +149,11 @@ export class RunOutputs implements CompletionSink {
     const model = this.provenance;
     const temporaries = this.#temporaries;
     const regenerate = temporaries !== null && temporaries.anyRegenerate(task);
-    if (!model.enabled(task) && !forced.any(task) && !regenerate && temporaries === null) {
+    const quarantine = this.#quarantine(task, done, forced);
+    if (
+      !model.enabled(task) && !forced.any(task) && !regenerate && temporaries === null &&
+      quarantine === null
+    ) {
       return done;
     }
     const runs = (p: number): boolean =>
@@ -154,6 +161,8 @@ export class RunOutputs implements CompletionSink {
       done(p) !== "done" || !model.fresh(task, p);
     return (p) => {
       if (!runs(p)) return "done";
+      const quarantined = quarantine?.(p) ?? null;
+      if (quarantined !== null) return quarantined;
       // The start regenerates every deleted temporary a block that may run reads; a block
       // that turned stale during the run (a regenerated input came back with other content)
       // can still read one that stayed deleted. It waits for the next run, which regenerates
@@ -169,6 +178,39 @@ export class RunOutputs implements CompletionSink {
           `it became stale in this run (a temporary block it reads was regenerated with other content) and reads ${deleted}, which was deleted; run blockwise again: the next run regenerates ${deleted} first`,
       };
     };
+  }
+
+  /**
+   * `quarantineAfter: N`: a block that is not done, not forced and has N failed attempts over
+   * all runs is refused unrun (no attempt counted) until `reset --failed` or `--force`.
+   */
+  #quarantine(
+    task: number,
+    done: (position: number) => "done" | null,
+    forced: ForcedBlocks,
+  ): ((position: number) => PrecheckRefusal | null) | null {
+    const config = this.#pipeline.tasks[task]!;
+    const after = config.quarantineAfter;
+    const store = this.#session.store(task);
+    if (after === null || store === null) return null;
+    const layout = this.#graph.layouts[task]!;
+    const failures = store.failures;
+    return (p) => {
+      if (done(p) === "done" || forced.has(task, p)) return null;
+      const cell = layout.trackingCellOf(p);
+      const n = cell < 0 ? 0 : failures[cell]!;
+      if (n < after) return null;
+      this.#quarantined.add(`${task}:${p}`);
+      return {
+        refuse:
+          `Quarantined: it failed ${n} attempts across runs (quarantineAfter: ${after}), so it was not run; fix the cause, then run blockwise reset ${store.path} --failed, or run with --force ${config.id}`,
+      };
+    };
+  }
+
+  /** Whether this run refused the block as quarantined (its failure is not an attempt). */
+  wasQuarantined(task: number, position: number): boolean {
+    return this.#quarantined.has(`${task}:${position}`);
   }
 
   /**
@@ -261,6 +303,8 @@ export class RunOutputs implements CompletionSink {
   }
 
   failed(report: BlockReport, permanent: boolean): void {
+    // A quarantined block was not run: its refusal is no new attempt.
+    if (report.workerId < 0 && this.wasQuarantined(report.task, report.position)) return;
     this.#session.failed(report, permanent);
   }
 

@@ -39,10 +39,15 @@ export interface TemporaryStats {
   readonly regenerated: number;
 }
 
+/** What temporaries read of a store (a run's mapped store, or plan's snapshot). */
+export type TemporaryStore = Pick<TrackingStore, "path" | "done" | "provenance">;
+/** Where tombstones go: a store's manifest writer (plan passes one that is never called). */
+export type TombstoneLog = Pick<ManifestWriter, "append">;
+
 interface TempTask {
   readonly task: number;
-  readonly store: TrackingStore;
-  readonly manifest: ManifestWriter;
+  readonly store: TemporaryStore;
+  readonly manifest: TombstoneLog;
   readonly plans: readonly OutputPlan[];
   /** Readers of each block that have not committed yet (-1: not live, nothing to count). */
   readonly remaining: Int32Array;
@@ -69,9 +74,9 @@ interface TempTask {
 export interface TemporariesOptions {
   readonly pipeline: PipelineConfig;
   readonly graph: DependencyGraph;
-  readonly stores: readonly (TrackingStore | null)[];
+  readonly stores: readonly (TemporaryStore | null)[];
   readonly plans: readonly (readonly OutputPlan[])[];
-  readonly manifests: readonly (ManifestWriter | null)[];
+  readonly manifests: readonly (TombstoneLog | null)[];
   /** Blocks that will run in this run whatever happens upstream (not done, stale, forced). */
   readonly certain: (task: number, position: number) => boolean;
   /** `--keep-temp`: delete nothing in this run. */
@@ -234,7 +239,7 @@ export class Temporaries {
     const batch = this.#pending.filter(({ t, position }) => t.remaining[position] === 0);
     this.#pending = [];
     if (batch.length === 0) return;
-    const byManifest = new Map<ManifestWriter, { t: TempTask; position: number }[]>();
+    const byManifest = new Map<TombstoneLog, { t: TempTask; position: number }[]>();
     for (const item of batch) {
       const list = byManifest.get(item.t.manifest) ?? [];
       list.push(item);

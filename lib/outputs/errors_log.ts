@@ -1,0 +1,176 @@
+/**
+ * `errors.jsonl` in each task's tracking store: one JSON line per failed attempt, kept across
+ * runs, so `status --failed` can name each failed block's last error after the run that saw it
+ * has ended. Appended by the main thread as failures arrive (no fsync: it is a report, the
+ * ledger's `failures` counts are what decisions use); a torn last line is skipped on reading.
+ *
+ *   {"task":"seg","block":"17","index":[1,2],"attempt":3,"run_id":"<uuid>",
+ *    "at":"<ISO 8601>","message":"...","stack":["Error: ...","    at ..."],"permanent":true}
+ */
+
+import * as fs from "node:fs";
+import * as path from "node:path";
+import type { BlockFailure, RunObserver } from "../execute/run_types.ts";
+import { trackingArray } from "../tracking/arrays.ts";
+import { checkHostByteOrder, readChunk } from "../tracking/chunk_reads.ts";
+import { readStoreMetadata } from "../tracking/store_metadata.ts";
+import { indexKey } from "./manifest.ts";
+
+export const ERRORS_FILE = "errors.jsonl";
+/** Stack lines kept per failed attempt. */
+export const STACK_LINES = 8;
+
+export interface ErrorRecord {
+  readonly task: string;
+  readonly block: string;
+  readonly index: readonly number[];
+  readonly attempt: number;
+  readonly run_id: string;
+  readonly at: string;
+  readonly message: string;
+  readonly stack: readonly string[];
+  readonly permanent: boolean;
+}
+
+export interface ErrorsLogOptions {
+  /** The store folder of a task (by id), or null when it is not tracked. */
+  readonly storeOf: (taskId: string) => string | null;
+  readonly runId: string;
+  /** Failures that are not attempts (a quarantined block refused unrun): not logged. */
+  readonly ignore?: (failure: BlockFailure) => boolean;
+  readonly now?: () => Date;
+}
+
+/** A run observer that appends every failed attempt to its task's errors.jsonl. */
+export function errorsLogObserver(options: ErrorsLogOptions): RunObserver {
+  const now = options.now ?? (() => new Date());
+  const checked = new Set<string>();
+  return {
+    blockFailed(failure) {
+      if (options.ignore?.(failure) === true) return;
+      const store = options.storeOf(failure.taskId);
+      if (store === null) return;
+      const record: ErrorRecord = {
+        task: failure.taskId,
+        block: String(failure.blockId),
+        index: failure.index,
+        attempt: failure.attempt,
+        run_id: options.runId,
+        at: now().toISOString(),
+        message: failure.message,
+        stack: stackLines(failure.stack),
+        permanent: failure.permanent,
+      };
+      const file = path.join(store, ERRORS_FILE);
+      // A kill mid-append leaves a torn last line: end it before this run's first record.
+      const lead = checked.has(file) || endsLine(file) ? "" : "\n";
+      checked.add(file);
+      fs.appendFileSync(file, lead + JSON.stringify(record) + "\n");
+    },
+  };
+}
+
+/** Whether the file is missing, empty or ends with a newline. */
+function endsLine(file: string): boolean {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, "r");
+  } catch {
+    return true;
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size === 0) return true;
+    const last = new Uint8Array(1);
+    fs.readSync(fd, last, 0, 1, size - 1);
+    return last[0] === 0x0a;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function stackLines(stack: string | undefined): string[] {
+  if (stack === undefined) return [];
+  return stack.split("\n").filter((l) => l.trim() !== "").slice(0, STACK_LINES);
+}
+
+/** The last error record of each block (by grid index key), and the lines skipped. */
+export function readLastErrors(
+  storeDir: string,
+): { readonly last: ReadonlyMap<string, ErrorRecord>; readonly unreadable: number } {
+  let text: string;
+  try {
+    text = fs.readFileSync(path.join(storeDir, ERRORS_FILE), "utf8");
+  } catch (error) {
+    if ((error as { code?: string }).code === "ENOENT") return { last: new Map(), unreadable: 0 };
+    throw error;
+  }
+  const last = new Map<string, ErrorRecord>();
+  let unreadable = 0;
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    try {
+      const r = JSON.parse(line) as ErrorRecord;
+      if (!Array.isArray(r.index) || typeof r.message !== "string") throw new Error("not a record");
+      last.set(indexKey(r.index), r);
+    } catch {
+      unreadable++;
+    }
+  }
+  return { last, unreadable };
+}
+
+/** A failed block as `status --failed` and `status --json` report it. */
+export interface FailedBlockReport {
+  readonly block: string;
+  readonly index: readonly number[];
+  /** Failed attempts over all runs (the store's `failures` count). */
+  readonly attempts: number;
+  readonly last_error: {
+    readonly message: string;
+    readonly stack: readonly string[];
+    readonly attempt: number;
+    readonly run_id: string;
+    readonly at: string;
+  } | null;
+}
+
+/**
+ * The blocks of a store that are not done and have failed attempts, in grid order, with their
+ * last error from errors.jsonl; at most `limit` of them (`total` counts all). Read-only.
+ */
+export function failedBlocks(
+  storeDir: string,
+  limit = Infinity,
+): { readonly blocks: readonly FailedBlockReport[]; readonly total: number } {
+  checkHostByteOrder(storeDir);
+  const meta = readStoreMetadata(storeDir);
+  const layout = meta.layout;
+  const done = readChunk(meta, trackingArray("done"));
+  const bytes = readChunk(meta, trackingArray("failures"));
+  const failures = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  const { last } = readLastErrors(meta.path);
+  const blocks: FailedBlockReport[] = [];
+  let total = 0;
+  for (let p = 0; p < layout.blockCount; p++) {
+    const cell = layout.trackingCellOf(p);
+    if (cell < 0 || done[cell] === 1 || failures[cell] === 0) continue;
+    total++;
+    if (blocks.length >= limit) continue;
+    const index = layout.gridIndexOf(p);
+    const r = last.get(indexKey(index)) ?? null;
+    blocks.push({
+      block: String(layout.blockIdOf(p)),
+      index,
+      attempts: failures[cell]!,
+      last_error: r === null ? null : {
+        message: r.message,
+        stack: r.stack,
+        attempt: r.attempt,
+        run_id: r.run_id,
+        at: r.at,
+      },
+    });
+  }
+  return { blocks, total };
+}
