@@ -59,6 +59,7 @@ export function reconcileTask(
   const contents = readManifest(store.path);
   const expected = new Set<string>();
   const missing = new Set<number>();
+  const rolledBackAt = new Set<number>();
   const appends: ManifestRecord[] = [];
   const recorded = new Uint8Array(layout.trackingCellCount);
   let present = 0;
@@ -128,6 +129,7 @@ export function reconcileTask(
         continue;
       }
       rolledBack++;
+      rolledBackAt.add(position);
       // A commit cut short: what it moved into place is not a whole block; remove it.
       for (const f of files) {
         if (f.file !== null) fs.rmSync(f.file, { recursive: true, force: true });
@@ -149,7 +151,7 @@ export function reconcileTask(
     const cell = layout.trackingCellOf(p);
     if (cell < 0 || recorded[cell] === 1) continue;
     if (store.done[cell] === 1) store.done[cell] = 0;
-    if (!missing.has(p)) neverBuilt++;
+    if (!missing.has(p) && !rolledBackAt.has(p)) neverBuilt++;
   }
   if (manifest !== null) manifest.append(appends);
   const unexpected = unexpectedFiles(plans, expected);
