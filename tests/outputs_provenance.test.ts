@@ -17,6 +17,8 @@ import { describeRun } from "./fixtures/tracking/harness.ts";
 import { names, ran, range, runIn, treeOf } from "./fixtures/outputs.ts";
 
 const newDir = scratchDirs("outputs-provenance");
+// Each test spawns several runs: give it room on a loaded machine.
+const SLOW = { timeout: 60_000 };
 const ALL = [...names("a", range(0, 8)), ...names("b", range(0, 8)), ...names("c", range(0, 8))]
   .sort();
 
@@ -83,37 +85,47 @@ async function rerun(label: string, first: Options, second: Options): Promise<st
 }
 
 describe("provenance", () => {
-  it("a version bump reruns the task; the same content leaves downstream alone", async () => {
+  it("a version bump reruns the task; the same content leaves downstream alone", SLOW, async () => {
     const blocks = await rerun("version", { a: { version: "1" } }, { a: { version: "2" } });
     assert.deepEqual(blocks, names("a", range(0, 8)).sort());
   });
 
-  it("a params change reruns that task and exactly the downstream blocks whose upstream content changed", async () => {
-    const blocks = await rerun("params", { a: { params: { k: 1 } } }, { a: { params: { k: 2 } } });
-    // a0..a3 change; b0..b4 read one of them; c0..c5 read a changed b block.
-    assert.deepEqual(
-      blocks,
-      [...names("a", range(0, 8)), ...names("b", range(0, 5)), ...names("c", range(0, 6))].sort(),
-    );
-  });
+  it(
+    "a params change reruns that task and exactly the downstream blocks whose upstream content changed",
+    SLOW,
+    async () => {
+      const blocks = await rerun("params", { a: { params: { k: 1 } } }, {
+        a: { params: { k: 2 } },
+      });
+      // a0..a3 change; b0..b4 read one of them; c0..c5 read a changed b block.
+      assert.deepEqual(
+        blocks,
+        [...names("a", range(0, 8)), ...names("b", range(0, 5)), ...names("c", range(0, 6))].sort(),
+      );
+    },
+  );
 
-  it("early cutoff: a params change that does not change the content reruns only that task", async () => {
-    const blocks = await rerun(
-      "cutoff",
-      { a: { params: { k: 1, note: "x" } } },
-      { a: { params: { note: "y", k: 1 } } },
-    );
-    assert.deepEqual(blocks, names("a", range(0, 8)).sort());
-  });
+  it(
+    "early cutoff: a params change that does not change the content reruns only that task",
+    SLOW,
+    async () => {
+      const blocks = await rerun(
+        "cutoff",
+        { a: { params: { k: 1, note: "x" } } },
+        { a: { params: { note: "y", k: 1 } } },
+      );
+      assert.deepEqual(blocks, names("a", range(0, 8)).sort());
+    },
+  );
 
-  it("params of a downstream task rerun it and what reads it, never upstream", async () => {
+  it("params of a downstream task rerun it and what reads it, never upstream", SLOW, async () => {
     const blocks = await rerun("params-b", { b: { params: { m: 1 } } }, {
       b: { params: { m: 2 } },
     });
     assert.deepEqual(blocks, names("b", range(0, 8)).sort(), "b's content ignores m: c stays");
   });
 
-  it("params in another key order are the same params", async () => {
+  it("params in another key order are the same params", SLOW, async () => {
     const blocks = await rerun(
       "order",
       { a: { params: { k: 1, nested: { x: 1, y: [1, 2] } } } },
@@ -122,7 +134,7 @@ describe("provenance", () => {
     assert.deepEqual(blocks, []);
   });
 
-  it("non-semantic fields never make anything stale", async () => {
+  it("non-semantic fields never make anything stale", SLOW, async () => {
     const blocks = await rerun(
       "non-semantic",
       { a: { version: "1", params: { k: 1 } } },
@@ -142,7 +154,7 @@ describe("provenance", () => {
     assert.deepEqual(blocks, []);
   });
 
-  it("an input file fingerprinted by mtime: touching it reruns its readers", async () => {
+  it("an input file fingerprinted by mtime: touching it reruns its readers", SLOW, async () => {
     const dir = newDir("input-mtime");
     const input = path.join(dir, "model.txt");
     fs.writeFileSync(input, "weights");
@@ -157,49 +169,61 @@ describe("provenance", () => {
     assert.deepEqual(ran(dir), names("a", range(0, 8)).sort(), "same content: b and c stay");
   });
 
-  it("an input file compared by content: touching it reruns nothing, changing it reruns its readers", async () => {
-    const dir = newDir("input-content");
-    const input = path.join(dir, "model.txt");
-    fs.writeFileSync(input, "weights");
-    const file = chain(dir, { a: { inputs: [{ path: "model.txt", compare: "content" }] } });
-    assert.equal((await runIn(dir, file)).code, 0);
-    const later = new Date(Date.now() + 60_000);
-    fs.utimesSync(input, later, later);
-    const touched = await runIn(dir, file);
-    assert.equal(touched.code, 0, describeRun(touched));
-    assert.deepEqual(ran(dir), []);
-    fs.writeFileSync(input, "weights 2");
-    const changed = await runIn(dir, file);
-    assert.equal(changed.code, 0, describeRun(changed));
-    assert.deepEqual(ran(dir), names("a", range(0, 8)).sort());
-  });
+  it(
+    "an input file compared by content: touching it reruns nothing, changing it reruns its readers",
+    SLOW,
+    async () => {
+      const dir = newDir("input-content");
+      const input = path.join(dir, "model.txt");
+      fs.writeFileSync(input, "weights");
+      const file = chain(dir, { a: { inputs: [{ path: "model.txt", compare: "content" }] } });
+      assert.equal((await runIn(dir, file)).code, 0);
+      const later = new Date(Date.now() + 60_000);
+      fs.utimesSync(input, later, later);
+      const touched = await runIn(dir, file);
+      assert.equal(touched.code, 0, describeRun(touched));
+      assert.deepEqual(ran(dir), []);
+      fs.writeFileSync(input, "weights 2");
+      const changed = await runIn(dir, file);
+      assert.equal(changed.code, 0, describeRun(changed));
+      assert.deepEqual(ran(dir), names("a", range(0, 8)).sort());
+    },
+  );
 
-  it("a Zarr input: rewriting one chunk reruns only the blocks whose read ROI covers it", async () => {
-    const dir = newDir("input-zarr");
-    const raw = path.join(dir, "raw.zarr");
-    ensureArray(raw, { shape: [16], chunkShape: [2], dtype: "uint8", fillValue: 0 });
-    for (const c of range(0, 8)) {
-      fs.mkdirSync(path.join(raw, "c"), { recursive: true });
-      fs.writeFileSync(path.join(raw, "c", String(c)), new Uint8Array([c, c]));
-    }
-    const file = chain(dir, { a: { inputs: [{ zarr: "raw.zarr" }] } });
-    assert.equal((await runIn(dir, file)).code, 0);
-    const later = new Date(Date.now() + 60_000);
-    fs.utimesSync(path.join(raw, "c", "5"), later, later);
-    const again = await runIn(dir, file);
-    assert.equal(again.code, 0, describeRun(again));
-    assert.deepEqual(ran(dir), ["a5"]);
-  });
+  it(
+    "a Zarr input: rewriting one chunk reruns only the blocks whose read ROI covers it",
+    SLOW,
+    async () => {
+      const dir = newDir("input-zarr");
+      const raw = path.join(dir, "raw.zarr");
+      ensureArray(raw, { shape: [16], chunkShape: [2], dtype: "uint8", fillValue: 0 });
+      for (const c of range(0, 8)) {
+        fs.mkdirSync(path.join(raw, "c"), { recursive: true });
+        fs.writeFileSync(path.join(raw, "c", String(c)), new Uint8Array([c, c]));
+      }
+      const file = chain(dir, { a: { inputs: [{ zarr: "raw.zarr" }] } });
+      assert.equal((await runIn(dir, file)).code, 0);
+      const later = new Date(Date.now() + 60_000);
+      fs.utimesSync(path.join(raw, "c", "5"), later, later);
+      const again = await runIn(dir, file);
+      assert.equal(again.code, 0, describeRun(again));
+      assert.deepEqual(ran(dir), ["a5"]);
+    },
+  );
 
-  it("--force TASK:OFFSET:SHAPE reruns exactly those blocks, and a downstream block only when their content changed", async () => {
-    const dir = newDir("force");
-    const file = chain(dir);
-    assert.equal((await runIn(dir, file)).code, 0);
-    const forced = await runIn(dir, file, ["--force", "a:4:4"]);
-    assert.equal(forced.code, 0, describeRun(forced));
-    assert.deepEqual(ran(dir), ["a2", "a3"]);
-    const whole = await runIn(dir, file, ["--force", "b"]);
-    assert.equal(whole.code, 0, describeRun(whole));
-    assert.deepEqual(ran(dir), names("b", range(0, 8)).sort());
-  });
+  it(
+    "--force TASK:OFFSET:SHAPE reruns exactly those blocks, and a downstream block only when their content changed",
+    SLOW,
+    async () => {
+      const dir = newDir("force");
+      const file = chain(dir);
+      assert.equal((await runIn(dir, file)).code, 0);
+      const forced = await runIn(dir, file, ["--force", "a:4:4"]);
+      assert.equal(forced.code, 0, describeRun(forced));
+      assert.deepEqual(ran(dir), ["a2", "a3"]);
+      const whole = await runIn(dir, file, ["--force", "b"]);
+      assert.equal(whole.code, 0, describeRun(whole));
+      assert.deepEqual(ran(dir), names("b", range(0, 8)).sort());
+    },
+  );
 });

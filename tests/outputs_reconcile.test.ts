@@ -24,6 +24,8 @@ import {
 } from "./fixtures/outputs.ts";
 
 const newDir = scratchDirs("outputs-reconcile");
+// Each test spawns several runs: give it room on a loaded machine.
+const SLOW = { timeout: 60_000 };
 
 /** a (8 blocks) -> b (8 blocks, each reading its neighbours in a), both writing a file per block. */
 function pipeline(dir: string): string {
@@ -84,61 +86,73 @@ function reconciledEvents(file: string): Reconciled[] {
 }
 
 describe("reconcile at the start of a run", () => {
-  it("deleting one output file by hand reruns exactly that block; the record is dropped", async () => {
-    const { dir, file, clean } = await built("deleted");
-    fs.rmSync(path.join(dir, "out", "a", "5.txt"));
-    const events = path.join(dir, "events.jsonl");
-    const again = await runIn(dir, file, ["--events", events]);
-    assert.equal(again.code, 0, describeRun(again));
-    assert.match(
-      again.stderr,
-      /Task "a": outputs reconciled: 7 recorded and present, 1 recorded but missing \(rebuilt\)\n/,
-    );
-    assert.deepEqual(ran(dir), ["a5"], "b reads a5, but a5 came back with the same content");
-    assert.deepEqual(treeOf(path.join(dir, "out")), clean);
-    const drop = manifestOf(dir, "a").find((r) => r.t === "drop")!;
-    assert.deepEqual(drop.index, [5]);
-    assert.match(drop.why ?? "", /^output missing: .*5\.txt$/);
-    const a = reconciledEvents(events).find((e) => e.task === "a")!;
-    assert.equal(a.recorded_and_present, 7);
-    assert.equal(a.recorded_not_present, 1);
-    assert.equal(a.never_built, 0);
-    const last = await runIn(dir, file);
-    assert.deepEqual(ran(dir), [], describeRun(last));
-  });
+  it(
+    "deleting one output file by hand reruns exactly that block; the record is dropped",
+    SLOW,
+    async () => {
+      const { dir, file, clean } = await built("deleted");
+      fs.rmSync(path.join(dir, "out", "a", "5.txt"));
+      const events = path.join(dir, "events.jsonl");
+      const again = await runIn(dir, file, ["--events", events]);
+      assert.equal(again.code, 0, describeRun(again));
+      assert.match(
+        again.stderr,
+        /Task "a": outputs reconciled: 7 recorded and present, 1 recorded but missing \(rebuilt\)\n/,
+      );
+      assert.deepEqual(ran(dir), ["a5"], "b reads a5, but a5 came back with the same content");
+      assert.deepEqual(treeOf(path.join(dir, "out")), clean);
+      const drop = manifestOf(dir, "a").find((r) => r.t === "drop")!;
+      assert.deepEqual(drop.index, [5]);
+      assert.match(drop.why ?? "", /^output missing: .*5\.txt$/);
+      const a = reconciledEvents(events).find((e) => e.task === "a")!;
+      assert.equal(a.recorded_and_present, 7);
+      assert.equal(a.recorded_not_present, 1);
+      assert.equal(a.never_built, 0);
+      const last = await runIn(dir, file);
+      assert.deepEqual(ran(dir), [], describeRun(last));
+    },
+  );
 
-  it("a block complete on disk whose commit record is missing is adopted by re-hashing, not rerun", async () => {
-    const { dir, file, clean } = await built("adopt");
-    // The crash window: renamed into place, killed before the commit record.
-    filterManifest(dir, "a", (r) => !(r.t === "commit" && r.index[0] === 3));
-    const again = await runIn(dir, file);
-    assert.equal(again.code, 0, describeRun(again));
-    assert.match(
-      again.stderr,
-      /Task "a": outputs reconciled: 7 recorded and present, 1 adopted \(complete but unrecorded: a run stopped between rename and record\)\n/,
-    );
-    assert.deepEqual(ran(dir), []);
-    assert.deepEqual(treeOf(path.join(dir, "out")), clean);
-    const adopted = manifestOf(dir, "a").filter((r) => r.t === "commit" && r.adopted === true);
-    assert.deepEqual(adopted.map((r) => r.index), [[3]]);
-  });
+  it(
+    "a block complete on disk whose commit record is missing is adopted by re-hashing, not rerun",
+    SLOW,
+    async () => {
+      const { dir, file, clean } = await built("adopt");
+      // The crash window: renamed into place, killed before the commit record.
+      filterManifest(dir, "a", (r) => !(r.t === "commit" && r.index[0] === 3));
+      const again = await runIn(dir, file);
+      assert.equal(again.code, 0, describeRun(again));
+      assert.match(
+        again.stderr,
+        /Task "a": outputs reconciled: 7 recorded and present, 1 adopted \(complete but unrecorded: a run stopped between rename and record\)\n/,
+      );
+      assert.deepEqual(ran(dir), []);
+      assert.deepEqual(treeOf(path.join(dir, "out")), clean);
+      const adopted = manifestOf(dir, "a").filter((r) => r.t === "commit" && r.adopted === true);
+      assert.deepEqual(adopted.map((r) => r.index), [[3]]);
+    },
+  );
 
-  it("an unrecorded block whose bytes differ from its intent is rolled back and rebuilt", async () => {
-    const { dir, file, clean } = await built("rollback");
-    filterManifest(dir, "a", (r) => !(r.t === "commit" && r.index[0] === 3));
-    // Same size, other bytes: only the hash tells.
-    fs.writeFileSync(path.join(dir, "out", "a", "3.txt"), "a:X");
-    const again = await runIn(dir, file);
-    assert.equal(again.code, 0, describeRun(again));
-    assert.match(
-      again.stderr,
-      /Task "a": outputs reconciled: 7 recorded and present, 1 rolled back \(a commit cut short\)\n/,
-    );
-    assert.deepEqual(ran(dir), ["a3"]);
-    assert.deepEqual(treeOf(path.join(dir, "out")), clean);
-  });
+  it(
+    "an unrecorded block whose bytes differ from its intent is rolled back and rebuilt",
+    SLOW,
+    async () => {
+      const { dir, file, clean } = await built("rollback");
+      filterManifest(dir, "a", (r) => !(r.t === "commit" && r.index[0] === 3));
+      // Same size, other bytes: only the hash tells.
+      fs.writeFileSync(path.join(dir, "out", "a", "3.txt"), "a:X");
+      const again = await runIn(dir, file);
+      assert.equal(again.code, 0, describeRun(again));
+      assert.match(
+        again.stderr,
+        /Task "a": outputs reconciled: 7 recorded and present, 1 rolled back \(a commit cut short\)\n/,
+      );
+      assert.deepEqual(ran(dir), ["a3"]);
+      assert.deepEqual(treeOf(path.join(dir, "out")), clean);
+    },
+  );
 
-  it("staging leftovers of a killed run are removed before anything runs", async () => {
+  it("staging leftovers of a killed run are removed before anything runs", SLOW, async () => {
     const { dir, file, clean } = await built("staging");
     const staged = path.join(dir, "out", "a", ".blockwise-staging", "dead-run", "a");
     for (const block of ["1", "4"]) {
@@ -155,7 +169,7 @@ describe("reconcile at the start of a run", () => {
     assert.deepEqual(treeOf(path.join(dir, "out")), clean, "the staging folder is gone");
   });
 
-  it("files under the outputs that no record names are reported and left alone", async () => {
+  it("files under the outputs that no record names are reported and left alone", SLOW, async () => {
     const { dir, file } = await built("unexpected");
     const stray = path.join(dir, "out", "b", "99.txt");
     fs.writeFileSync(stray, "from elsewhere");
@@ -175,7 +189,7 @@ describe("reconcile at the start of a run", () => {
     assert.equal(b.unexpected, 1);
   });
 
-  it("a torn last manifest line is ignored and counted", async () => {
+  it("a torn last manifest line is ignored and counted", SLOW, async () => {
     const { dir, file } = await built("torn");
     fs.appendFileSync(path.join(dir, "tracking", "a", "manifest.jsonl"), `{"t":"intent","ind`);
     const again = await runIn(dir, file);
@@ -194,34 +208,46 @@ describe("reconcile at the start of a run", () => {
     assert.equal(text.split("\n").filter((l) => l !== "").length, manifestOf(dir, "a").length + 1);
   });
 
-  it("a done byte without a durable record is not trusted: the block is rebuilt", async () => {
-    const { dir, file, clean } = await built("unrecorded-done");
-    filterManifest(dir, "b", (r) => r.index[0] !== 6);
-    fs.rmSync(path.join(dir, "out", "b", "6.txt"));
-    assert.equal(readUint8(path.join(dir, "tracking", "b"), "done")[6], 1, "the ledger says done");
-    const again = await runIn(dir, file);
-    assert.equal(again.code, 0, describeRun(again));
-    assert.match(
-      again.stderr,
-      /Task "b": outputs reconciled: 7 recorded and present, 1 never built\n/,
-    );
-    assert.deepEqual(ran(dir), ["b6"]);
-    assert.deepEqual(treeOf(path.join(dir, "out")), clean);
-  });
+  it(
+    "a done byte without a durable record is not trusted: the block is rebuilt",
+    SLOW,
+    async () => {
+      const { dir, file, clean } = await built("unrecorded-done");
+      filterManifest(dir, "b", (r) => r.index[0] !== 6);
+      fs.rmSync(path.join(dir, "out", "b", "6.txt"));
+      assert.equal(
+        readUint8(path.join(dir, "tracking", "b"), "done")[6],
+        1,
+        "the ledger says done",
+      );
+      const again = await runIn(dir, file);
+      assert.equal(again.code, 0, describeRun(again));
+      assert.match(
+        again.stderr,
+        /Task "b": outputs reconciled: 7 recorded and present, 1 never built\n/,
+      );
+      assert.deepEqual(ran(dir), ["b6"]);
+      assert.deepEqual(treeOf(path.join(dir, "out")), clean);
+    },
+  );
 
-  it("every block of the cases above ends recorded once, the disk matching the ledger", async () => {
-    const { dir, file } = await built("ledger");
-    fs.rmSync(path.join(dir, "out", "b", "2.txt"));
-    filterManifest(dir, "a", (r) => !(r.t === "commit" && r.index[0] === 7));
-    assert.equal((await runIn(dir, file)).code, 0);
-    for (const task of ["a", "b"]) {
-      // b's tracking grid has a cell more than its blocks (its read context): count the ones.
-      const done = readUint8(path.join(dir, "tracking", task), "done");
-      assert.equal(done.reduce((n, v) => n + v, 0), 8, task);
-      for (const i of range(0, 8)) {
-        assert.ok(fs.existsSync(path.join(dir, "out", task, `${i}.txt`)), `${task}${i}`);
+  it(
+    "every block of the cases above ends recorded once, the disk matching the ledger",
+    SLOW,
+    async () => {
+      const { dir, file } = await built("ledger");
+      fs.rmSync(path.join(dir, "out", "b", "2.txt"));
+      filterManifest(dir, "a", (r) => !(r.t === "commit" && r.index[0] === 7));
+      assert.equal((await runIn(dir, file)).code, 0);
+      for (const task of ["a", "b"]) {
+        // b's tracking grid has a cell more than its blocks (its read context): count the ones.
+        const done = readUint8(path.join(dir, "tracking", task), "done");
+        assert.equal(done.reduce((n, v) => n + v, 0), 8, task);
+        for (const i of range(0, 8)) {
+          assert.ok(fs.existsSync(path.join(dir, "out", task, `${i}.txt`)), `${task}${i}`);
+        }
       }
-    }
-    assert.deepEqual(ran(dir), names("b", [2]));
-  });
+      assert.deepEqual(ran(dir), names("b", [2]));
+    },
+  );
 });
