@@ -108,6 +108,8 @@ export function reconcileTask(
       }
       notPresent++;
       missing.add(position);
+      // Its other files are still the block's own (the rebuild replaces them), not unexpected.
+      for (const f of files) if (f.file !== null) expected.add(f.file);
       appends.push({
         t: "drop",
         index: intent.index,
