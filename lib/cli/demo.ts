@@ -4,7 +4,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
-import { describeDemoOutputs } from "../demo/demo_pipeline.ts";
+import { describeDemoOutputs, ensureDemoArrays } from "../demo/demo_pipeline.ts";
 import { validatePipeline } from "../pipeline/mod.ts";
 import { embeddedModuleUrl } from "../runtime/mod.ts";
 import { runPipeline } from "./run.ts";
@@ -21,8 +21,13 @@ export async function demoCommand(options: DemoOptions): Promise<number> {
   const url = embeddedModuleUrl("lib/demo/demo_module.ts");
   const module = await import(url.href) as { default: unknown };
   const pipeline = validatePipeline(module.default, fileURLToPath(url));
+  // The arrays are the tasks' declared outputs: they must exist before the run checks them.
+  ensureDemoArrays(dir);
   process.stderr.write(`Running the demo pipeline in ${dir}\n`);
-  const code = await runPipeline(pipeline, { serial: options.serial === true });
+  const code = await runPipeline(pipeline, {
+    serial: options.serial === true,
+    trackingDir: path.join(dir, "tracking"),
+  });
   process.stdout.write(
     `\nDemo outputs:\n${describeDemoOutputs(dir).map((l) => `  ${l}`).join("\n")}\n`,
   );

@@ -27,7 +27,14 @@ import {
   synthesise,
 } from "./demo_kernels.ts";
 export { boxFilter, connectedComponents, DEMO_SEED, demoBlobs, synthesise };
-import type { Block, PipelineModule, RoiDefinition, TaskDefinition } from "../pipeline/spec.ts";
+import type {
+  Block,
+  BlockContext,
+  OutputDefinition,
+  PipelineModule,
+  RoiDefinition,
+  TaskDefinition,
+} from "../pipeline/spec.ts";
 import {
   ensureArray,
   ensureGroup,
@@ -201,13 +208,29 @@ function arraysFrom(context: unknown, dir: string): DemoArrays {
 // ---------------------------------------------------------------------------------------------
 // generate
 
+/**
+ * Write a block's chunk. Under `blockwise run` the task's declared output is staged: `staged` is
+ * the staging copy of the array, committed once the block returns. Called directly (tests,
+ * `runAll`), there is no staging and the block writes the array in place.
+ */
 function writeBlock(
+  staged: string | undefined,
   path: string,
   meta: ZarrArrayMetadata,
   roi: RoiDefinition,
   data: Uint8Array | Uint32Array,
 ): void {
-  writeChunkRegion(path, meta, roi.offset, roi.shape, data);
+  writeChunkRegion(staged ?? path, meta, roi.offset, roi.shape, data);
+}
+
+/** The declared outputs of the demo's tasks, so every chunk goes through the output commit. */
+export function demoOutputs(dir: string): Record<string, Record<string, OutputDefinition>> {
+  const p = demoPaths(dir);
+  return {
+    generate: { raw: { zarr: p.raw } },
+    smooth: { smoothed: { zarr: p.smoothed } },
+    label: { labels: { zarr: p.labels }, stats: { path: join(p.labelStats, "{block_id}.json") } },
+  };
 }
 
 export function createDemoPipeline(dir: string, options: DemoOptions = {}): PipelineModule {
@@ -220,6 +243,7 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
   const zero = cube(0);
   const volume = { offset: zero, shape: cube(size) };
   const blockRoi = { offset: zero, shape: cube(o.block) };
+  const outputs = demoOutputs(dir);
 
   const generate: TaskDefinition = {
     id: "generate",
@@ -229,10 +253,13 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
     fit: "shrink",
     readWriteConflict: false,
     maxWorkers: o.maxWorkers,
+    version: "1",
+    outputs: outputs["generate"]!,
     setup,
-    process(block: Block, context: unknown): void {
+    process(block: Block, context: unknown, run?: BlockContext): void {
       const arrays = arraysFrom(context, dir);
-      writeBlock(paths.raw, arrays.raw, block.writeRoi, synthesise(blobs, block.writeRoi));
+      const data = synthesise(blobs, block.writeRoi);
+      writeBlock(run?.outputs["raw"], paths.raw, arrays.raw, block.writeRoi, data);
     },
   };
 
@@ -250,14 +277,16 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
     // daisy's level scheduling of blocks with overlapping read contexts.
     readWriteConflict: true,
     maxWorkers: o.maxWorkers,
+    version: "1",
+    outputs: outputs["smooth"]!,
     setup,
-    process(block: Block, context: unknown): void {
+    process(block: Block, context: unknown, run?: BlockContext): void {
       const arrays = arraysFrom(context, dir);
       const { readRoi, writeRoi } = block;
       // raw is uint8 (ensured in setup), so its region is a Uint8Array.
       const raw = readRegion(paths.raw, arrays.raw, readRoi.offset, readRoi.shape) as Uint8Array;
       const smoothed = boxFilter(raw, readRoi, writeRoi, r, size);
-      writeBlock(paths.smoothed, arrays.smoothed, writeRoi, smoothed);
+      writeBlock(run?.outputs["smoothed"], paths.smoothed, arrays.smoothed, writeRoi, smoothed);
     },
   };
 
@@ -270,10 +299,15 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
     fit: "shrink",
     readWriteConflict: false,
     maxWorkers: o.maxWorkers,
+    version: "1",
+    params: { threshold: DEMO_THRESHOLD },
+    outputs: outputs["label"]!,
     setup,
-    process(block: Block, context: unknown): void {
+    process(block: Block, context: unknown, run?: BlockContext): void {
       const arrays = arraysFrom(context, dir);
       const { readRoi, writeRoi } = block;
+      const param = run?.params["threshold"];
+      const threshold = typeof param === "number" ? param : DEMO_THRESHOLD;
       const smoothed = readRegion(
         paths.smoothed,
         arrays.smoothed,
@@ -283,7 +317,7 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
       const mask = new Uint8Array(smoothed.length);
       let foreground = 0;
       for (let i = 0; i < smoothed.length; i++) {
-        if (smoothed[i]! > DEMO_THRESHOLD) {
+        if (smoothed[i]! > threshold) {
           mask[i] = 1;
           foreground++;
         }
@@ -292,18 +326,18 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
       const id = Number(block.id);
       const base = id * 2 ** o.localBits;
       for (let i = 0; i < labels.length; i++) if (labels[i]! > 0) labels[i] = base + labels[i]!;
-      writeBlock(paths.labels, arrays.labels, writeRoi, labels);
+      writeBlock(run?.outputs["labels"], paths.labels, arrays.labels, writeRoi, labels);
       const stats: LabelStats = {
         blockId: String(block.id),
         index: [...block.index],
         writeRoi: { offset: [...writeRoi.offset], shape: [...writeRoi.shape] },
-        threshold: DEMO_THRESHOLD,
+        threshold,
         objects: count,
         foregroundVoxels: foreground,
         firstLabel: base + 1,
       };
       writeFileAtomic(
-        join(paths.labelStats, `${block.id}.json`),
+        run?.outputs["stats"] ?? join(paths.labelStats, `${block.id}.json`),
         `${JSON.stringify(stats, null, 2)}\n`,
       );
     },
@@ -326,5 +360,8 @@ export function describeDemoOutputs(dir: string, options: DemoOptions = {}): str
     `${p.labels}: uint32 ${dims}, connected components of smoothed > ${DEMO_THRESHOLD} per ` +
     `block, label = blockId * 2^${o.localBits} + n (task label)`,
     `${join(p.labelStats, "<blockId>.json")}: objects and foreground voxels of each label block`,
+    `${join(dir, "tracking")}: each task's ledger and output manifest (blockwise status ${
+      join(dir, "tracking")
+    })`,
   ];
 }

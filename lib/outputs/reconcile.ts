@@ -62,6 +62,7 @@ export function reconcileTask(
   const contents = readManifest(store.path);
   const expected = new Set<string>();
   const missing = new Set<number>();
+  const rolledBackAt = new Set<number>();
   const appends: ManifestRecord[] = [];
   const recorded = new Uint8Array(layout.trackingCellCount);
   let present = 0;
@@ -110,6 +111,8 @@ export function reconcileTask(
       }
       notPresent++;
       missing.add(position);
+      // Its other files are still the block's own (the rebuild replaces them), not unexpected.
+      for (const f of files) if (f.file !== null) expected.add(f.file);
       appends.push({
         t: "drop",
         index: intent.index,
@@ -131,6 +134,7 @@ export function reconcileTask(
         continue;
       }
       rolledBack++;
+      rolledBackAt.add(position);
       // A commit cut short: what it moved into place is not a whole block; remove it
       // (not in plan, which passes no manifest and changes nothing on disk).
       for (const f of files) {
@@ -155,7 +159,7 @@ export function reconcileTask(
     const cell = layout.trackingCellOf(p);
     if (cell < 0 || recorded[cell] === 1) continue;
     if (store.done[cell] === 1) store.done[cell] = 0;
-    if (!missing.has(p)) neverBuilt++;
+    if (!missing.has(p) && !rolledBackAt.has(p)) neverBuilt++;
   }
   if (manifest !== null) manifest.append(appends);
   const unexpected = unexpectedFiles(plans, expected);
