@@ -29,6 +29,7 @@ import {
   type StoreReport,
 } from "../lib/tracking/inspect.ts";
 import { acquireStoreLock } from "../lib/tracking/lock.ts";
+import { failedBlocks, type FailedBlockReport } from "../lib/outputs/errors_log.ts";
 import { readRunRecords } from "../lib/tracking/runs_log.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
@@ -145,10 +146,15 @@ function takeCalls(p: Pipeline): string[] {
   return lines.sort();
 }
 
-function statusJson(target: string): StoreReport[] {
+type StatusJson = StoreReport & {
+  readonly failed_blocks: readonly FailedBlockReport[];
+  readonly failed_blocks_total: number;
+};
+
+function statusJson(target: string): StatusJson[] {
   const r = cli(["status", target, "--json"]);
   assert.equal(r.code, 0, r.stderr);
-  const parsed = JSON.parse(r.stdout) as { stores: StoreReport[]; errors: unknown[] };
+  const parsed = JSON.parse(r.stdout) as { stores: StatusJson[]; errors: unknown[] };
   assert.deepEqual(parsed.errors, []);
   return parsed.stores;
 }
@@ -215,10 +221,14 @@ describe("blockwise status", () => {
     assert.equal(r.io, "fs");
   });
 
-  it("in-process inspectStore gives the same report as the CLI", () => {
+  it("status --json is the in-process inspectStore report plus the failed blocks", () => {
     const mine = inspectStore(store);
-    const theirs = statusJson(store)[0]!;
+    const { failed_blocks, failed_blocks_total, ...theirs } = statusJson(store)[0]!;
     assert.deepEqual(JSON.parse(JSON.stringify(mine)), theirs);
+    const failed = failedBlocks(store);
+    assert.equal(failed_blocks_total, failed.total);
+    assert.equal(failed_blocks_total, 2);
+    assert.deepEqual(failed_blocks, JSON.parse(JSON.stringify(failed.blocks)));
   });
 
   it("prints the counts, the last run, the lock and the layout", () => {
