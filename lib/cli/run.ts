@@ -250,7 +250,7 @@ export function summaryText(
       message: f.message,
       ...(f.stack === undefined ? {} : { stack: f.stack }),
     })),
-    { color, exitCode, ...(locations === undefined ? {} : { locations }) },
+    { color, outcome: result.outcome, exitCode, ...(locations === undefined ? {} : { locations }) },
   );
 }
 
