@@ -17,6 +17,7 @@ import {
   type MappedFile,
   type MmapKind,
   mmapSupport,
+  nativeMmapKind,
   openMapped,
   type TypedViewOf,
 } from "../lib/runtime/mmap.ts";
@@ -109,6 +110,10 @@ describe("mmapSupport", () => {
     if (RUNTIME === "deno") assert.match(report.support.reason, /Deno without --allow-ffi/);
     const words = new Uint32Array(new Uint8Array(fs.readFileSync(target)).buffer);
     assert.deepEqual(Array.from(words), [1, 2, 3, 0xffffffff]);
+  });
+
+  it("--tracking-io mmap asks for this runtime's own FFI adapter", () => {
+    assert.equal(nativeMmapKind(), RUNTIME === "bun" ? "bun-ffi" : "deno-ffi");
   });
 
   it("refuses an adapter this runtime does not have", async () => {

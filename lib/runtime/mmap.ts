@@ -133,6 +133,11 @@ export function mmapSupport(): MmapSupport {
   return { kind: "fs", reason: `${runtime}: no FFI in this runtime, using the fs fallback` };
 }
 
+/** This runtime's FFI adapter, asked for by `--tracking-io mmap` whatever `mmapSupport()` says. */
+export function nativeMmapKind(): MmapKind {
+  return runtimeName() === "bun" ? "bun-ffi" : "deno-ffi";
+}
+
 /**
  * Open (or with `create`, create) a file of exactly `byteLength` bytes and map all of it.
  * Refuses, with an Error naming the path: a missing file (without `create`), a file of another
