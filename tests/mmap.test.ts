@@ -318,6 +318,27 @@ for (const kind of KINDS) {
       }
     });
 
+    it("dropping the resident pages without a flush keeps every write", mmapOnly, async () => {
+      const target = path.join(dir, `drop-${kind}.bin`);
+      const pages = 16;
+      const file = await open(target, pages * 4096, true);
+      try {
+        const bytes = file.view();
+        for (let p = 0; p < pages; p++) bytes[p * 4096 + (p % 7)] = p + 1;
+        file.flushAndDropResident();
+        const onDisk = new Uint8Array(fs.readFileSync(target));
+        for (let p = 0; p < pages; p++) {
+          assert.equal(onDisk[p * 4096 + (p % 7)], p + 1, `page ${p}`);
+        }
+        for (let p = 0; p < pages; p++) assert.equal(bytes[p * 4096 + (p % 7)], p + 1, `page ${p}`);
+        bytes[5] = 99; // a dropped page is mapped again on the next write
+        file.flushAndDropResident();
+        assert.equal(new Uint8Array(fs.readFileSync(target))[5], 99);
+      } finally {
+        file.close();
+      }
+    });
+
     it("writes survive SIGKILL of the writing process without a flush", mmapOnly, async (t) => {
       const target = path.join(dir, `sigkill-${kind}.bin`);
       const command = childCommand("hold_mapping.ts", [kind, target]);
