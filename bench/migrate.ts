@@ -22,7 +22,7 @@ import { makeRoi } from "../lib/geometry/mod.ts";
 import { groupMetadata, type StoreAttributes, TrackingStore } from "../lib/tracking/store.ts";
 import { storedLayoutOf } from "../lib/tracking/store_layout.ts";
 import { taskHash } from "../lib/tracking/task_hash.ts";
-import { TRACKING_ARRAYS } from "../lib/tracking/arrays.ts";
+import { arrayWanted, TRACKING_ARRAYS } from "../lib/tracking/arrays.ts";
 import { migrateStore, planMigration } from "../lib/tracking/migrate.ts";
 
 const BUDGET_MS = 200;
@@ -122,9 +122,10 @@ async function bench(resourceTracking: boolean, root: string): Promise<number> {
   const template = path.join(root, `template-${resourceTracking ? "rt" : "done"}`, "store");
   let t = performance.now();
   await buildTemplate(template, resourceTracking);
-  const arrays = TRACKING_ARRAYS.filter((a) => resourceTracking || !a.resourceTracking).map((a) =>
-    a.name
-  );
+  const arrays = TRACKING_ARRAYS.filter((a) =>
+    arrayWanted(a, { resourceTracking, provenance: false })
+  )
+    .map((a) => a.name);
   const bytes = arrays.reduce(
     (n, name) => n + fs.statSync(path.join(template, name, "c", "0", "0", "0")).size,
     0,

@@ -17,6 +17,7 @@ import {
   type MappedFile,
   type MmapKind,
   mmapSupport,
+  nativeMmapKind,
   openMapped,
   type TypedViewOf,
 } from "../lib/runtime/mmap.ts";
@@ -109,6 +110,10 @@ describe("mmapSupport", () => {
     if (RUNTIME === "deno") assert.match(report.support.reason, /Deno without --allow-ffi/);
     const words = new Uint32Array(new Uint8Array(fs.readFileSync(target)).buffer);
     assert.deepEqual(Array.from(words), [1, 2, 3, 0xffffffff]);
+  });
+
+  it("--tracking-io mmap asks for this runtime's own FFI adapter", () => {
+    assert.equal(nativeMmapKind(), RUNTIME === "bun" ? "bun-ffi" : "deno-ffi");
   });
 
   it("refuses an adapter this runtime does not have", async () => {
@@ -308,6 +313,27 @@ for (const kind of KINDS) {
         assert.equal(b.status, 0, b.stderr);
         assert.equal(a.stdout, "efbeadde");
         assert.equal(b.stdout, "01020304");
+      } finally {
+        file.close();
+      }
+    });
+
+    it("dropping the resident pages without a flush keeps every write", mmapOnly, async () => {
+      const target = path.join(dir, `drop-${kind}.bin`);
+      const pages = 16;
+      const file = await open(target, pages * 4096, true);
+      try {
+        const bytes = file.view();
+        for (let p = 0; p < pages; p++) bytes[p * 4096 + (p % 7)] = p + 1;
+        file.flushAndDropResident();
+        const onDisk = new Uint8Array(fs.readFileSync(target));
+        for (let p = 0; p < pages; p++) {
+          assert.equal(onDisk[p * 4096 + (p % 7)], p + 1, `page ${p}`);
+        }
+        for (let p = 0; p < pages; p++) assert.equal(bytes[p * 4096 + (p % 7)], p + 1, `page ${p}`);
+        bytes[5] = 99; // a dropped page is mapped again on the next write
+        file.flushAndDropResident();
+        assert.equal(new Uint8Array(fs.readFileSync(target))[5], 99);
       } finally {
         file.close();
       }

@@ -12,6 +12,7 @@ import {
 import { blockIdJson, createEventLog, type EventLogOptions } from "../lib/report/events.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
 import { InputError } from "../lib/errors.ts";
+import { ManualClock } from "./fixtures/manual_clock.ts";
 
 type Line = Record<string, unknown>;
 
@@ -73,12 +74,13 @@ function readLines(path: string): Line[] {
 }
 
 let dir = "";
-let clock = 1_000;
-const fake: EventLogOptions = { now: () => clock };
+let clock = new ManualClock();
+let fake: EventLogOptions = { clock };
 
 beforeEach(() => {
   dir = fs.mkdtempSync(join(os.tmpdir(), "blockwise-events-"));
-  clock = 1_000;
+  clock = new ManualClock(); // 1000 s since the epoch
+  fake = { clock };
 });
 
 afterEach(() => {
@@ -90,7 +92,7 @@ describe("createEventLog", () => {
     const path = join(dir, "nested", "deeper", "events.jsonl");
     const log = createEventLog(path, "pipeline.ts", fake);
     log.runStarted?.([task("extract"), task("label", { ready: 0, pending: 4 })]);
-    clock += 1;
+    clock.advance(1_000);
     log.progress?.([
       task("extract", { ready: 3, processing: 1, started: true }),
       task("label", {
@@ -113,7 +115,7 @@ describe("createEventLog", () => {
       task("extract", { phase: "done", ready: 0, completed: 4, failedAttempts: 1 }),
       task("label", { phase: "done", ready: 0, pending: 0, completed: 4, skipped: 2 }),
     ];
-    clock += 1;
+    clock.advance(1_000);
     log.runFinished?.(result(final));
     log.finish(result(final), 0);
     log.close();
@@ -176,22 +178,28 @@ describe("createEventLog", () => {
     const log = createEventLog(path, "p.ts", fake);
     log.runStarted?.([task("a")]);
     log.progress?.([task("a")]); // unchanged
-    clock += 0.1;
+    clock.advance(100);
     log.progress?.([task("a", { ready: 3, processing: 1 })]); // held: within 0.5 s of run_start
-    clock += 0.1;
+    clock.advance(100);
     log.progress?.([task("a", { ready: 2, processing: 2 })]); // replaces the held state
-    clock += 0.1;
-    log.progress?.([task("a", { ready: 2, processing: 1, completed: 1 })]); // held again
+    clock.advance(100);
+    log.progress?.([task("a", { ready: 2, processing: 1, completed: 1 })]); // replaces it again
+    clock.advance(199);
+    assert.deepEqual(readLines(path).map((l) => l.event), ["run_start"]);
+    clock.advance(1); // 0.5 s after run_start: the timer writes the held state
     let lines = readLines(path);
-    assert.deepEqual(lines.map((l) => l.event), ["run_start"]);
+    assert.deepEqual(lines.map((l) => l.event), ["run_start", "task_progress"]);
+    assert.equal(lines[1]!.time, 1_000.5);
+    assert.equal(lines[1]!.completed, 1);
 
-    clock += 0.3; // 0.6 s after the last line: the next change is written at once
+    clock.advance(600); // nothing held, 0.6 s after the last line: written at once
     log.progress?.([task("a", { ready: 1, processing: 1, completed: 2 })]);
-    clock += 0.1;
+    clock.advance(100);
     log.progress?.([task("a", { ready: 0, processing: 1, completed: 3 })]); // held
     const final = [task("a", { ready: 0, processing: 0, completed: 3, failed: 1 })];
     log.finish(result(final), 1);
     log.close();
+    clock.advance(1_000); // a closed log's timer writes nothing
 
     lines = readLines(path);
     assert.deepEqual(lines.map((l) => l.event), [
@@ -199,21 +207,23 @@ describe("createEventLog", () => {
       "task_progress",
       "task_progress",
       "task_progress",
+      "task_progress",
       "run_end",
     ]);
-    assert.equal(lines[1]!.completed, 2);
-    assert.equal(lines[2]!.completed, 3); // the held state, flushed before the end
-    assert.equal(lines[2]!.processing, 1);
-    assert.equal(lines[3]!.failed, 1); // the final state
-    assert.equal(lines[4]!.outcome, "incomplete");
-    assert.equal(lines[4]!.exit_code, 1);
+    assert.equal(lines[2]!.completed, 2);
+    assert.equal(lines[2]!.time, 1_001.1);
+    assert.equal(lines[3]!.completed, 3); // the held state, flushed before the end
+    assert.equal(lines[3]!.processing, 1);
+    assert.equal(lines[4]!.failed, 1); // the final state
+    assert.equal(lines[5]!.outcome, "incomplete");
+    assert.equal(lines[5]!.exit_code, 1);
   });
 
   test("a task that ends is written at once, whatever the throttle", () => {
     const path = join(dir, "events.jsonl");
     const log = createEventLog(path, "p.ts", fake);
     log.runStarted?.([task("a")]);
-    clock += 0.01;
+    clock.advance(10);
     log.progress?.([
       task("a", {
         phase: "abandoned",
@@ -229,16 +239,18 @@ describe("createEventLog", () => {
     log.close();
   });
 
-  test("a held state is written by a timer once its window passes", async () => {
+  test("a held state is written by a timer once its window passes", () => {
     const path = join(dir, "events.jsonl");
-    const log = createEventLog(path, "p.ts", { throttleSeconds: 0.05 });
+    const log = createEventLog(path, "p.ts", { clock, throttleSeconds: 0.05 });
     log.runStarted?.([task("a")]);
     log.progress?.([task("a", { ready: 3, processing: 1 })]);
+    clock.advance(49);
     assert.equal(readLines(path).length, 1);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    clock.advance(1);
     const lines = readLines(path);
     assert.deepEqual(lines.map((l) => l.event), ["run_start", "task_progress"]);
     assert.equal(lines[1]!.processing, 1);
+    assert.equal(lines[1]!.time, 1_000.05);
     log.close();
   });
 

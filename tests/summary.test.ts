@@ -6,7 +6,6 @@ import {
   formatExecutionSummary,
   formatLocations,
   statusSymbol,
-  summaryExitCode,
   type TaskSummaryRow,
 } from "../lib/report/summary.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
@@ -39,6 +38,10 @@ function failure(i: number, overrides: Partial<FailedBlockReport> = {}): FailedB
   };
 }
 
+/** Options for a run that completed, and one that did not (the caller decides, not the rows). */
+const COMPLETE = { color: false, outcome: "complete", exitCode: 0 } as const;
+const INCOMPLETE = { color: false, outcome: "incomplete", exitCode: 1 } as const;
+
 const ROWS: TaskSummaryRow[] = [
   { id: "extract", counters: counters({ total: 16, completed: 16, skipped: 4 }) },
   { id: "predict", counters: counters({ total: 16, completed: 12, failed: 1, orphaned: 3 }) },
@@ -56,9 +59,7 @@ const ROWS: TaskSummaryRow[] = [
 
 describe("formatExecutionSummary", () => {
   test("exact output for a small fixed case", () => {
-    const text = formatExecutionSummary(ROWS, [failure(7, { index: [1, 0, 2] })], {
-      color: false,
-    });
+    const text = formatExecutionSummary(ROWS, [failure(7, { index: [1, 0, 2] })], INCOMPLETE);
     const expected = [
       "Execution summary",
       "    task     blocks  completed  skipped  failed  orphaned",
@@ -80,12 +81,19 @@ describe("formatExecutionSummary", () => {
 
   test("all completed: verdict counts blocks and skipped ones, exit code 0", () => {
     const rows = [ROWS[0]!, ROWS[3]!];
-    const text = formatExecutionSummary(rows, [], { color: false });
+    const text = formatExecutionSummary(rows, [], COMPLETE);
     assert.equal(text.split("\n").at(-1), "All 20 blocks completed (4 skipped).");
     assert.ok(!text.includes("Failed blocks"));
-    assert.equal(summaryExitCode(rows), 0);
-    const none = formatExecutionSummary([ROWS[3]!], [], { color: false });
+    const none = formatExecutionSummary([ROWS[3]!], [], COMPLETE);
     assert.equal(none.split("\n").at(-1), "All 4 blocks completed.");
+    // The verdict names the outcome and exit code it is given: a run stopped by SIGTERM after
+    // its last block is not reported as a success.
+    const stopped = formatExecutionSummary(rows, [], {
+      color: false,
+      outcome: "interrupted-sigterm",
+      exitCode: 143,
+    });
+    assert.equal(stopped.split("\n").at(-1), "20 of 20 blocks completed: exit 143");
   });
 
   test("columns widen to fit long names and large counts", () => {
@@ -93,7 +101,7 @@ describe("formatExecutionSummary", () => {
       { id: "a-very-long-task-name", counters: counters({ total: 1234567, completed: 1234567 }) },
       { id: "b", counters: counters({ total: 3, completed: 3 }) },
     ];
-    const lines = formatExecutionSummary(rows, [], { color: false }).split("\n");
+    const lines = formatExecutionSummary(rows, [], COMPLETE).split("\n");
     assert.equal(
       lines[1],
       "    task                    blocks  completed  skipped  failed  orphaned",
@@ -129,7 +137,11 @@ describe("formatExecutionSummary", () => {
       },
       { id: "b", counters: counters({ phase: "running", total: 5, ready: 1, pending: 4 }) },
     ];
-    const lines = formatExecutionSummary(rows, [], { color: false, exitCode: 130 }).split("\n");
+    const lines = formatExecutionSummary(rows, [], {
+      color: false,
+      outcome: "interrupted-sigint",
+      exitCode: 130,
+    }).split("\n");
     assert.equal(
       lines[1],
       "    task   blocks  completed  skipped  failed  orphaned  pending  processing",
@@ -148,7 +160,7 @@ describe("formatExecutionSummary", () => {
   test("failed blocks list is truncated at maxFailures (default 10)", () => {
     const failures = Array.from({ length: 14 }, (_, i) => failure(i));
     const rows = [{ id: "predict", counters: counters({ total: 20, completed: 6, failed: 14 }) }];
-    const lines = formatExecutionSummary(rows, failures, { color: false }).split("\n");
+    const lines = formatExecutionSummary(rows, failures, INCOMPLETE).split("\n");
     const start = lines.indexOf("Failed blocks (14):");
     assert.ok(start > 0);
     const listed = lines.slice(start + 1, lines.indexOf("", start));
@@ -164,12 +176,12 @@ describe("formatExecutionSummary", () => {
     assert.equal(listed[10], "  ... and 4 more");
     assert.equal(lines.at(-1), "14 blocks failed: exit 1");
 
-    const three = formatExecutionSummary(rows, failures, { color: false, maxFailures: 3 });
+    const three = formatExecutionSummary(rows, failures, { ...INCOMPLETE, maxFailures: 3 });
     assert.ok(three.includes("  predict/2 index"));
     assert.ok(!three.includes("  predict/3 index"));
     assert.ok(three.includes("  ... and 11 more"));
 
-    const all = formatExecutionSummary(rows, failures.slice(0, 10), { color: false });
+    const all = formatExecutionSummary(rows, failures.slice(0, 10), INCOMPLETE);
     assert.ok(!all.includes("... and"));
   });
 
@@ -180,7 +192,7 @@ describe("formatExecutionSummary", () => {
         failure(1, { taskId: "t", attempts: 1, message: "", stack: "Error\n    at f (x.ts:1)" }),
         failure(2, { taskId: "t", message: "  boom  \n  at somewhere" }),
       ],
-      { color: false },
+      INCOMPLETE,
     );
     assert.ok(text.includes("  t/1 index (1, 0, 1) after 1 attempt: (no message)"));
     assert.ok(text.includes("  t/2 index (2, 0, 1) after 3 attempts: boom\n"));
@@ -202,17 +214,15 @@ describe("formatExecutionSummary", () => {
         },
       }),
     }];
-    const lines = formatExecutionSummary(rows, [], { color: false }).split("\n");
+    const lines = formatExecutionSummary(rows, [], INCOMPLETE).split("\n");
     assert.equal(lines[2], "  ∅ segment       8          2        0       0         6");
     assert.equal(lines[3], "      abandoned: setup failed: worker crashed 11 times");
     assert.equal(lines.at(-1), "6 blocks orphaned, 1 task abandoned: exit 1");
-    assert.equal(summaryExitCode(rows), 1);
   });
 
   test("zero tasks", () => {
-    const text = formatExecutionSummary([], [], { color: false });
+    const text = formatExecutionSummary([], [], COMPLETE);
     assert.equal(text, "Execution summary\n  (no tasks)\n\nNo blocks to run.");
-    assert.equal(summaryExitCode([]), 0);
   });
 
   test("bigint block ids are printed exactly", () => {
@@ -220,7 +230,7 @@ describe("formatExecutionSummary", () => {
     const text = formatExecutionSummary(
       [{ id: "huge", counters: counters({ total: 1, failed: 1 }) }],
       [failure(0, { taskId: "huge", blockId: id, index: [4294967296, 7, 0] })],
-      { color: false },
+      INCOMPLETE,
     );
     assert.ok(
       text.includes("  huge/18446744073709551617 index (4294967296, 7, 0) after 3 attempts:"),
@@ -228,9 +238,9 @@ describe("formatExecutionSummary", () => {
   });
 
   test("colour only when asked", () => {
-    const plain = formatExecutionSummary(ROWS, [failure(1)], { color: false });
+    const plain = formatExecutionSummary(ROWS, [failure(1)], INCOMPLETE);
     assert.ok(!plain.includes("\x1b["));
-    const coloured = formatExecutionSummary(ROWS, [failure(1)], { color: true });
+    const coloured = formatExecutionSummary(ROWS, [failure(1)], { ...INCOMPLETE, color: true });
     assert.ok(coloured.includes("\x1b[32m✔\x1b[39m"));
     assert.ok(coloured.includes("\x1b[31m✗\x1b[39m"));
     assert.ok(coloured.includes("\x1b[33m∅\x1b[39m"));
@@ -243,7 +253,7 @@ describe("formatExecutionSummary", () => {
 describe("where the run left its files", () => {
   test("the summary ends with the tracking stores, events file and worker logs", () => {
     const text = formatExecutionSummary([ROWS[3]!], [], {
-      color: false,
+      ...COMPLETE,
       locations: {
         stores: [
           { task: "extract", path: "/data/trk/extract" },

@@ -24,10 +24,10 @@ import {
   type LockStep,
   readStoreLock,
 } from "../lib/tracking/lock.ts";
+import { ManualLockClock } from "./fixtures/manual_clock.ts";
 import { exited, startFixture } from "./fixtures/tracking/harness.ts";
 
 const HOLD_FIXTURE = fileURLToPath(new URL("./fixtures/lock/hold_lock.ts", import.meta.url));
-const FILL_FIXTURE = fileURLToPath(new URL("./fixtures/lock/fill_lock.ts", import.meta.url));
 const STOP_FIXTURE = fileURLToPath(
   new URL("./fixtures/tracking/stop_in_lock.ts", import.meta.url),
 );
@@ -332,14 +332,17 @@ describe("corrupt lock files", () => {
   it("refuses a fresh empty lock file: another run is creating it", () => {
     const dir = storeDir();
     fs.writeFileSync(lockFile(dir), "");
+    const clock = new ManualLockClock(fs.statSync(lockFile(dir)).mtimeMs);
     assert.throws(
-      () => acquireStoreLock(dir),
+      () => acquireStoreLock(dir, { clock }),
       refusedWith(/is being locked by another run: its lock file .* is empty and was written/, dir),
     );
+    assert.ok(clock.slept > 0, "it waited for the lock to settle before refusing");
+    assert.ok(clock.slept < CORRUPT_STALE_MS);
     assert.equal(fs.readFileSync(lockFile(dir), "utf8"), "");
   });
 
-  it("waits for a lock being created, then judges the holder it names", async (t) => {
+  it("waits for a lock being created, then judges the holder it names", () => {
     const dir = storeDir();
     fs.writeFileSync(lockFile(dir), "");
     const holder: LockHolder = {
@@ -348,22 +351,19 @@ describe("corrupt lock files", () => {
       started_at: "2026-12-02T10:00:00Z",
       command: "racing run",
     };
-    const started = await startFixture(FILL_FIXTURE, [
-      lockFile(dir),
-      "150",
-      JSON.stringify(holder),
-    ]);
-    if (started === null) return t.skip("needs a runtime that runs TypeScript fixtures");
-    assert.equal(started.line, "ready");
-    // The synchronous wait inside acquireStoreLock sees the file filled in by the other process.
+    // The other run writes its holder while this one waits for the lock to settle.
+    const clock = new ManualLockClock(
+      fs.statSync(lockFile(dir)).mtimeMs,
+      () => fs.writeFileSync(lockFile(dir), JSON.stringify(holder)),
+    );
     assert.throws(
-      () => acquireStoreLock(dir),
+      () => acquireStoreLock(dir, { clock }),
       refusedWith(
         /in use by another run: pid 777 on host .*-elsewhere .*command "racing run"/,
         dir,
       ),
     );
-    assert.equal((await started.done).code, 0);
+    assert.ok(clock.slept > 0 && clock.slept < CORRUPT_STALE_MS, "it judged it again after a wait");
   });
 });
 
@@ -377,11 +377,14 @@ describe("takeover guard", () => {
       started_at: "2026-01-01T00:00:00Z",
       command: "",
     });
-    fs.writeFileSync(`${lockFile(dir)}.takeover`, "");
+    const guard = `${lockFile(dir)}.takeover`;
+    fs.writeFileSync(guard, "");
+    const clock = new ManualLockClock(fs.statSync(guard).mtimeMs);
     assert.throws(
-      () => acquireStoreLock(dir),
+      () => acquireStoreLock(dir, { clock }),
       refusedWith(/another run is taking over its stale lock right now/, dir),
     );
+    assert.ok(clock.slept > 0 && clock.slept < GUARD_STALE_MS);
     assert.equal(fs.readFileSync(lockFile(dir), "utf8"), raw);
   });
 
@@ -458,8 +461,9 @@ describe("a process SIGKILLed inside lock handling", () => {
     if (started === null) return t.skip("needs a runtime that runs TypeScript fixtures");
     try {
       assert.equal(started.line, "at lock-created-empty");
+      const clock = new ManualLockClock(fs.statSync(lockFile(dir)).mtimeMs);
       assert.throws(
-        () => acquireStoreLock(dir),
+        () => acquireStoreLock(dir, { clock }),
         refusedWith(/is being locked by another run: its lock file .* is empty/, dir),
       );
     } finally {

@@ -29,6 +29,7 @@ import {
 } from "../lib/execute/protocol/messages.ts";
 import { STATUS_SLOTS, StatusSlot } from "../lib/execute/protocol/status_slots.ts";
 import { threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
+import { BlockMeter } from "../lib/execute/block_meter.ts";
 import { type BlockCommit, BlockOutputs } from "../lib/outputs/block_outputs.ts";
 import type { BlockContext } from "../lib/pipeline/spec.ts";
 
@@ -60,7 +61,7 @@ let outputs: BlockOutputs = new BlockOutputs([], "run");
 let params: BlockContext["params"] = {};
 const NO_OUTPUTS: BlockContext["outputs"] = Object.freeze({});
 let status: Float64Array | null = null;
-let meter: ThreadMeter | null = null;
+let meter: BlockMeter | null = null;
 let stride = RECORD_STRIDE_PLAIN;
 let stopping = false;
 let draining = false;
@@ -131,7 +132,7 @@ async function initialise(message: InitMessage): Promise<void> {
     }
     layout = new TaskLayout(message.layout);
     if (message.measure) {
-      meter = new ThreadMeter();
+      meter = new BlockMeter(new ThreadMeter());
       stride = RECORD_STRIDE_MEASURED;
     }
     const url = new URL(`file://${message.pipeline}`).href;
@@ -169,6 +170,7 @@ function enqueue(blocks: Float64Array, count: number): void {
 }
 
 function flush(): void {
+  meter?.settle(records);
   if (recordCount === 0) return;
   const cpu = threadCpuSeconds();
   const cpuSeconds = cpu - cpuAtLastFlush;
@@ -204,13 +206,10 @@ function recallRequested(s: Float64Array): boolean {
 async function drain(): Promise<void> {
   if (draining) return;
   draining = true;
-  const measure = init!.measure;
   const s = status!;
   const taskId = init!.taskId;
-  // Counters are read once between consecutive blocks: the end of one is the start of the next.
-  let cpu0 = measure ? meter!.cpuSeconds() : 0;
-  let read0 = measure ? meter!.io().read : 0;
-  let write0 = measure ? meter!.lastIo.write : 0;
+  // Counters are read between consecutive blocks: the end of one is the start of the next.
+  meter?.start();
   while (queueSize > 0) {
     if (recallRequested(s)) break;
     const position = queue[queueHead]!;
@@ -249,18 +248,7 @@ async function drain(): Promise<void> {
     records[at] = position;
     records[at + 1] = error === null ? STATUS_DONE : STATUS_FAILED;
     records[at + 2] = seconds;
-    if (measure) {
-      const cpu1 = meter!.cpuSeconds();
-      const io1 = meter!.io();
-      records[at + 3] = cpu1 - cpu0;
-      records[at + 4] = meter!.peakRssBytes();
-      records[at + 5] = io1.read - read0;
-      records[at + 6] = io1.write - write0;
-      records[at + 7] = Date.now() / 1000;
-      cpu0 = cpu1;
-      read0 = io1.read;
-      write0 = io1.write;
-    }
+    meter?.ended(records, at);
     if (error !== null) errors.push({ position, ...errorFields(error) });
     recordCount++;
     const now = performance.now();

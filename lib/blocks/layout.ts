@@ -183,8 +183,9 @@ export class TaskLayout {
   /** The block's write ROI after fit (shrink clips it to the total write ROI). */
   writeRoiOf(position: number): Roi {
     const c = this.coordsOf(position, this.scratch);
-    const offset: number[] = [];
-    const shape: number[] = [];
+    // Sized up front: growing empty arrays by push costs a block several times the memory.
+    const offset = new Array<number>(this.dims);
+    const shape = new Array<number>(this.dims);
     for (let d = 0; d < this.dims; d++) {
       const w = this.writeRoi.shape[d]!;
       const begin = this.totalWriteRoi.offset[d]! + c[d]! * w;
@@ -192,8 +193,8 @@ export class TaskLayout {
       if (this.fit === "shrink") {
         end = Math.min(end, this.totalWriteRoi.offset[d]! + this.totalWriteRoi.shape[d]!);
       }
-      offset.push(begin);
-      shape.push(end - begin);
+      offset[d] = begin;
+      shape[d] = end - begin;
     }
     return { offset, shape };
   }
@@ -201,8 +202,9 @@ export class TaskLayout {
   /** The block's read ROI after fit (shrink clips it to the total ROI). */
   readRoiOf(position: number): Roi {
     const c = this.coordsOf(position, this.scratch);
-    const offset: number[] = [];
-    const shape: number[] = [];
+    // Sized up front: growing empty arrays by push costs a block several times the memory.
+    const offset = new Array<number>(this.dims);
+    const shape = new Array<number>(this.dims);
     for (let d = 0; d < this.dims; d++) {
       let begin = this.totalRoi.offset[d]! + c[d]! * this.writeRoi.shape[d]!;
       let end = begin + this.readRoi.shape[d]!;
@@ -210,8 +212,8 @@ export class TaskLayout {
         begin = Math.max(begin, this.totalRoi.offset[d]!);
         end = Math.min(end, this.totalRoi.offset[d]! + this.totalRoi.shape[d]!);
       }
-      offset.push(begin);
-      shape.push(end - begin);
+      offset[d] = begin;
+      shape[d] = end - begin;
     }
     return { offset, shape };
   }

@@ -10,34 +10,36 @@ export class OutputClosed extends Error {
 }
 
 export class LineWriter {
-  private buffer: string[] = [];
-  private size = 0;
-  private closed = false;
+  #buffer: string[] = [];
+  #size = 0;
+  #closed = false;
 
-  constructor(
-    private readonly stream: NodeJS.WritableStream = process.stdout,
-    private readonly chunkChars = 1 << 16,
-  ) {
+  readonly #stream: NodeJS.WritableStream;
+  readonly #chunkChars: number;
+
+  constructor(stream: NodeJS.WritableStream = process.stdout, chunkChars = 1 << 16) {
+    this.#stream = stream;
+    this.#chunkChars = chunkChars;
     // Any write error (EPIPE from `| head`, a full disk) ends the output; the command then
     // stops quietly instead of producing the rest for nobody.
     stream.on("error", () => {
-      this.closed = true;
+      this.#closed = true;
     });
   }
 
   async line(text: string): Promise<void> {
-    this.buffer.push(text);
-    this.size += text.length + 1;
-    if (this.size >= this.chunkChars) await this.flush();
+    this.#buffer.push(text);
+    this.#size += text.length + 1;
+    if (this.#size >= this.#chunkChars) await this.flush();
   }
 
   async flush(): Promise<void> {
-    if (this.closed) throw new OutputClosed("output closed");
-    if (this.buffer.length === 0) return;
-    const chunk = this.buffer.join("\n") + "\n";
-    this.buffer = [];
-    this.size = 0;
-    const stream = this.stream;
+    if (this.#closed) throw new OutputClosed("output closed");
+    if (this.#buffer.length === 0) return;
+    const chunk = this.#buffer.join("\n") + "\n";
+    this.#buffer = [];
+    this.#size = 0;
+    const stream = this.#stream;
     if (!stream.write(chunk)) {
       // Bun reports a closed pipe as an "error" event and never drains: wake on either.
       await new Promise<void>((resolve) => {
@@ -52,6 +54,6 @@ export class LineWriter {
         stream.on("error", done);
       });
     }
-    if (this.closed) throw new OutputClosed("output closed");
+    if (this.#closed) throw new OutputClosed("output closed");
   }
 }

@@ -3,7 +3,7 @@
 import process from "node:process";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { versionLine } from "../version.ts";
-import { EXIT_INTERNAL_ERROR, exitCodeForError } from "./exit_codes.ts";
+import { EXIT_INTERNAL_ERROR, EXIT_INVALID_INPUT, exitCodeForError } from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
@@ -222,7 +222,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (error instanceof OutputClosed) return code;
     if (error instanceof CommanderError) {
       // Help and version exit 0; commander already printed its message.
-      return exitCodeForError(error) ?? 2;
+      return exitCodeForError(error) ?? EXIT_INVALID_INPUT;
     }
     const mapped = exitCodeForError(error);
     if (mapped === null) {

@@ -19,7 +19,7 @@ import { formatUtilization } from "../report/utilization.ts";
 import { ResourceBudget, type Resources } from "../schedule/mod.ts";
 import { exitCodeForOutcome } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
-import type { MmapKind } from "../runtime/mod.ts";
+import { type MmapKind, nativeMmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import { installStopSwitch } from "./signals.ts";
 import {
@@ -250,7 +250,7 @@ export function summaryText(
       message: f.message,
       ...(f.stack === undefined ? {} : { stack: f.stack }),
     })),
-    { color, exitCode, ...(locations === undefined ? {} : { locations }) },
+    { color, outcome: result.outcome, exitCode, ...(locations === undefined ? {} : { locations }) },
   );
 }
 
@@ -268,9 +268,7 @@ function combineObservers(...observers: (RunObserver | null)[]): RunObserver {
 
 function mmapKindFor(mode: "auto" | "mmap" | "fs"): MmapKind | "auto" {
   if (mode === "fs") return "fs";
-  if (mode === "mmap") {
-    return (globalThis as { Bun?: unknown }).Bun !== undefined ? "bun-ffi" : "deno-ffi";
-  }
+  if (mode === "mmap") return nativeMmapKind();
   return "auto";
 }
 

@@ -5,39 +5,39 @@
  */
 
 export class DurationTrend {
-  private n = 0;
-  private sumX = 0;
-  private sumY = 0;
-  private sumXY = 0;
-  private sumXX = 0;
+  #n = 0;
+  #sumX = 0;
+  #sumY = 0;
+  #sumXY = 0;
+  #sumXX = 0;
 
   add(seconds: number): void {
-    const x = this.n++;
+    const x = this.#n++;
     const y = seconds * 1000;
-    this.sumX += x;
-    this.sumY += y;
-    this.sumXY += x * y;
-    this.sumXX += x * x;
+    this.#sumX += x;
+    this.#sumY += y;
+    this.#sumXY += x * y;
+    this.#sumXX += x * x;
   }
 
   get count(): number {
-    return this.n;
+    return this.#n;
   }
 
   /** Mean block time in ms. */
   get meanMs(): number {
-    return this.n === 0 ? 0 : this.sumY / this.n;
+    return this.#n === 0 ? 0 : this.#sumY / this.#n;
   }
 
   /** Change of block time per block, in ms (ordinary least squares); 0 below two blocks. */
   get slopeMs(): number {
-    if (this.n < 2) return 0;
-    const denominator = this.n * this.sumXX - this.sumX * this.sumX;
-    return denominator === 0 ? 0 : (this.n * this.sumXY - this.sumX * this.sumY) / denominator;
+    if (this.#n < 2) return 0;
+    const denominator = this.#n * this.#sumXX - this.#sumX * this.#sumX;
+    return denominator === 0 ? 0 : (this.#n * this.#sumXY - this.#sumX * this.#sumY) / denominator;
   }
 
   get totalSeconds(): number {
-    return this.sumY / 1000;
+    return this.#sumY / 1000;
   }
 }
 

@@ -39,18 +39,18 @@ function makeScratch(dims: number): Scratch {
 
 export class DependencyGraph {
   readonly dag: TaskDag;
-  private readonly satisfied = new Set<number>();
+  readonly #satisfied = new Set<number>();
   readonly layouts: readonly TaskLayout[];
-  private readonly dims: number;
+  readonly #dims: number;
   /**
    * One scratch per nesting depth of `forEachUpstream` / `forEachDownstream`: a visitor may
    * query the graph again (an `onOrphaned` observer looking a block up), and the outer walk
    * must not see its neighbour list or box overwritten.
    */
-  private readonly visitScratch: Scratch[];
-  private visitDepth = 0;
-  private readonly countScratch: Scratch;
-  private readonly sortIds: BlockId[] = [];
+  readonly #visitScratch: Scratch[];
+  #visitDepth = 0;
+  readonly #countScratch: Scratch;
+  readonly #sortIds: BlockId[] = [];
 
   constructor(dag: TaskDag, layouts: readonly TaskLayout[]) {
     this.dag = dag;
@@ -67,9 +67,9 @@ export class DependencyGraph {
       }
     });
     const dims = Math.max(1, ...layouts.map((l) => l.dims));
-    this.dims = dims;
-    this.visitScratch = [makeScratch(dims)];
-    this.countScratch = makeScratch(dims);
+    this.#dims = dims;
+    this.#visitScratch = [makeScratch(dims)];
+    this.#countScratch = makeScratch(dims);
   }
 
   get taskCount(): number {
@@ -78,7 +78,7 @@ export class DependencyGraph {
 
   /** No upstream task still has blocks to run: its blocks start without waiting. */
   isRoot(task: number): boolean {
-    return this.dag.upstream[task]!.every((u) => this.satisfied.has(u));
+    return this.dag.upstream[task]!.every((u) => this.#satisfied.has(u));
   }
 
   /**
@@ -86,20 +86,20 @@ export class DependencyGraph {
    * its downstream blocks stop counting it among their upstream blocks.
    */
   markSatisfied(task: number): void {
-    this.satisfied.add(task);
+    this.#satisfied.add(task);
   }
 
   isSatisfied(task: number): boolean {
-    return this.satisfied.has(task);
+    return this.#satisfied.has(task);
   }
 
   /** How many blocks (of any task) the block directly depends on. */
   upstreamCount(task: number, position: number): number {
-    const s = this.countScratch;
+    const s = this.#countScratch;
     const layout = this.layouts[task]!;
     let n = layout.intraUpstreamCount(position);
     for (const u of this.dag.upstream[task]!) {
-      if (this.satisfied.has(u)) continue;
+      if (this.#satisfied.has(u)) continue;
       if (upstreamBox(layout, position, this.layouts[u]!, s.coords, s.lo, s.hi)) {
         n += boxSize(s.lo, s.hi, layout.dims);
       }
@@ -109,7 +109,7 @@ export class DependencyGraph {
 
   /** Same-task upstream first (conflict order), then each upstream task's box in row-major order. */
   forEachUpstream(task: number, position: number, visit: BlockVisitor): void {
-    const s = this.enterVisit();
+    const s = this.#enterVisit();
     try {
       const layout = this.layouts[task]!;
       const n = layout.intraUpstream(position, s.neighbours);
@@ -121,12 +121,12 @@ export class DependencyGraph {
         }
       }
     } finally {
-      this.visitDepth--;
+      this.#visitDepth--;
     }
   }
 
   forEachDownstream(task: number, position: number, visit: BlockVisitor): void {
-    const s = this.enterVisit();
+    const s = this.#enterVisit();
     try {
       const layout = this.layouts[task]!;
       const n = layout.intraDownstream(position, s.neighbours);
@@ -138,17 +138,17 @@ export class DependencyGraph {
         }
       }
     } finally {
-      this.visitDepth--;
+      this.#visitDepth--;
     }
   }
 
   /** The scratch of the next nesting depth; the caller decrements `visitDepth` when done. */
-  private enterVisit(): Scratch {
-    const depth = this.visitDepth++;
-    let s = this.visitScratch[depth];
+  #enterVisit(): Scratch {
+    const depth = this.#visitDepth++;
+    let s = this.#visitScratch[depth];
     if (s === undefined) {
-      s = makeScratch(this.dims);
-      this.visitScratch.push(s);
+      s = makeScratch(this.#dims);
+      this.#visitScratch.push(s);
     }
     return s;
   }
@@ -157,20 +157,20 @@ export class DependencyGraph {
   upstreamOf(task: number, position: number): BlockRef[] {
     const refs: BlockRef[] = [];
     this.forEachUpstream(task, position, (t, p) => refs.push({ task: t, position: p }));
-    return this.sortById(refs);
+    return this.#sortById(refs);
   }
 
   downstreamOf(task: number, position: number): BlockRef[] {
     const refs: BlockRef[] = [];
     this.forEachDownstream(task, position, (t, p) => refs.push({ task: t, position: p }));
-    return this.sortById(refs);
+    return this.#sortById(refs);
   }
 
   blockIdOf(ref: BlockRef): BlockId {
     return this.layouts[ref.task]!.blockIdOf(ref.position);
   }
 
-  private sortById(refs: BlockRef[]): BlockRef[] {
+  #sortById(refs: BlockRef[]): BlockRef[] {
     const n = refs.length;
     if (n < 2) return refs;
     if (n > SMALL_SORT) {
@@ -180,7 +180,7 @@ export class DependencyGraph {
     }
     // Same-task lists have at most 2^dims entries: a stable insertion sort in place, keyed by a
     // reused ID array, avoids the per-call key objects and closure.
-    const ids = this.sortIds;
+    const ids = this.#sortIds;
     for (let i = 0; i < n; i++) {
       const ref = refs[i]!;
       const id = this.blockIdOf(ref);

@@ -43,7 +43,6 @@
 import * as fs from "node:fs";
 import { dirname } from "node:path";
 import process from "node:process";
-import { clearTimeout, setTimeout } from "node:timers";
 import type { BlockId } from "../blocks/mod.ts";
 import { InputError } from "../errors.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
@@ -54,6 +53,7 @@ import {
   type RunResult,
   type TaskResult,
 } from "../execute/run_types.ts";
+import { type RunClock, SYSTEM_CLOCK } from "../execute/run_clock.ts";
 
 export interface EventLog extends RunObserver {
   /** Write the final task states and the `run_end` line. Later calls do nothing. */
@@ -63,8 +63,8 @@ export interface EventLog extends RunObserver {
 }
 
 export interface EventLogOptions {
-  /** Clock for `time` and throttling, seconds since the epoch (default `Date.now() / 1000`). */
-  readonly now?: () => number;
+  /** Clock for `time`, and the timer that writes held-back states (default: the system's). */
+  readonly clock?: RunClock;
   /** Minimum seconds between two `task_progress` lines of one task (default 0.5). */
   readonly throttleSeconds?: number;
   /**
@@ -163,7 +163,7 @@ function writeAll(fd: number, text: string): void {
 }
 
 interface TaskState {
-  /** Counters last written for the task. */
+  /** Counters last written for the task, and when (ms since the epoch). */
   writtenKey: string;
   writtenAt: number;
   /** Newer counters held back by the throttle. */
@@ -184,19 +184,19 @@ export function createEventLog(
   pipelinePath: string,
   options: EventLogOptions = {},
 ): EventLog {
-  const now = options.now ?? (() => Date.now() / 1000);
-  const throttle = options.throttleSeconds ?? EVENT_THROTTLE_SECONDS;
+  const clock = options.clock ?? SYSTEM_CLOCK;
+  const throttle = (options.throttleSeconds ?? EVENT_THROTTLE_SECONDS) * 1000;
   const onError = options.onError ?? ((error: Error) => {
     process.stderr.write(`warning: ${error.message}\n`);
   });
   let fd: number | null = openLog(path);
   let finished = false;
   const tasks = new Map<string, TaskState>();
-  let timer: ReturnType<typeof setTimeout> | null = null;
+  let cancelTimer: (() => void) | null = null;
 
   function close(): void {
-    if (timer !== null) clearTimeout(timer);
-    timer = null;
+    cancelTimer?.();
+    cancelTimer = null;
     if (fd === null) return;
     const open = fd;
     fd = null;
@@ -207,9 +207,13 @@ export function createEventLog(
     }
   }
 
-  function write(event: string, fields: { readonly [key: string]: Json }, time = now()): void {
+  function write(
+    event: string,
+    fields: { readonly [key: string]: Json },
+    time = clock.now(),
+  ): void {
     if (fd === null) return;
-    const line = JSON.stringify({ event, time, ...fields }) + "\n";
+    const line = JSON.stringify({ event, time: time / 1000, ...fields }) + "\n";
     try {
       writeAll(fd, line);
     } catch (error) {
@@ -232,7 +236,7 @@ export function createEventLog(
 
   /** Write held-back states whose throttle window has passed (all of them with `force`). */
   function flushHeld(force: boolean): void {
-    const time = now();
+    const time = clock.now();
     let wait = Number.POSITIVE_INFINITY;
     for (const state of tasks.values()) {
       if (state.held === null) continue;
@@ -243,20 +247,19 @@ export function createEventLog(
     schedule(wait);
   }
 
-  function schedule(waitSeconds: number): void {
-    if (timer !== null) clearTimeout(timer);
-    timer = null;
-    if (!Number.isFinite(waitSeconds) || fd === null) return;
-    timer = setTimeout(() => {
-      timer = null;
+  function schedule(waitMs: number): void {
+    cancelTimer?.();
+    cancelTimer = null;
+    if (!Number.isFinite(waitMs) || fd === null) return;
+    cancelTimer = clock.after(Math.max(1, Math.ceil(waitMs)), () => {
+      cancelTimer = null;
       flushHeld(false);
-    }, Math.max(1, Math.ceil(waitSeconds * 1000)));
-    timer.unref();
+    });
   }
 
   function progress(list: readonly TaskResult[], force: boolean): void {
     if (fd === null) return;
-    const time = now();
+    const time = clock.now();
     let held = false;
     for (const t of list) {
       const key = countersKey(t);
@@ -277,12 +280,12 @@ export function createEventLog(
         held = true;
       }
     }
-    if (held && timer === null) flushHeld(false);
+    if (held && cancelTimer === null) flushHeld(false);
   }
 
   return {
     runStarted(list) {
-      const time = now();
+      const time = clock.now();
       for (const t of list) {
         tasks.set(t.id, { writtenKey: countersKey(t), writtenAt: time, held: null });
       }

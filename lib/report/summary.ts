@@ -14,6 +14,7 @@
 
 import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
 import type { TemporaryStats } from "../outputs/temporaries.ts";
+import type { RunOutcome } from "../execute/run_types.ts";
 import { formatBytes } from "./utilization.ts";
 
 export interface TaskSummaryRow {
@@ -37,11 +38,10 @@ export interface SummaryOptions {
   readonly color: boolean;
   /** Failed blocks listed before "... and N more" (default 10). */
   readonly maxFailures?: number;
-  /**
-   * The exit code the verdict names when the caller knows better than the counters, e.g. 130
-   * after SIGINT. Defaults to `summaryExitCode(rows)`.
-   */
-  readonly exitCode?: number;
+  /** How the run ended (`outcomeOf`): only a complete run gets the all-completed verdict. */
+  readonly outcome: RunOutcome;
+  /** The exit code the verdict names (`exitCodeForOutcome` of the outcome). */
+  readonly exitCode: number;
   /** Where the run left its ledger and logs; printed after the verdict when given. */
   readonly locations?: RunLocations;
 }
@@ -85,15 +85,6 @@ export function statusSymbol(c: CounterSnapshot): string {
 
 function symbolTone(symbol: string): Tone {
   return symbol === "✔" ? "green" : symbol === "✗" ? "red" : "yellow";
-}
-
-/** 0 when every block completed (done or skipped), 1 otherwise (DESIGN §8). */
-export function summaryExitCode(rows: readonly TaskSummaryRow[]): number {
-  for (const { counters: c } of rows) {
-    if (c.phase === "abandoned" || c.failed > 0 || c.orphaned > 0) return 1;
-    if (c.completed < c.total) return 1;
-  }
-  return 0;
 }
 
 interface Column {
@@ -306,13 +297,12 @@ function formatVerdict(
   totals: CounterSnapshot,
   options: SummaryOptions,
 ): string {
-  const computed = summaryExitCode(rows);
-  const exitCode = options.exitCode ?? computed;
+  const { outcome, exitCode } = options;
   const abandoned = rows.filter((r) => r.counters.phase === "abandoned").length;
   const unfinished = waiting(totals) + totals.processing;
   const skipped = totals.skipped > 0 ? ` (${totals.skipped} skipped)` : "";
 
-  if (exitCode === 0 && computed === 0) {
+  if (outcome === "complete") {
     const text = totals.total === 0
       ? "No blocks to run."
       : `${totals.total === 1 ? "1 block" : `All ${totals.total} blocks`} completed${skipped}.`;

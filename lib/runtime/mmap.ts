@@ -62,10 +62,11 @@ export interface MappedFile {
   /** Make the writes so far durable: msync(MS_SYNC), or for "fs" write back + fsync. */
   flush(): void;
   /**
-   * Flush, then let the kernel drop the mapping's pages from this process's resident set: the
-   * data stays in the file and the page cache, and the next access faults it back in. Keeps a
-   * long run's resident memory to the pages written since the last call. A plain flush for
-   * "fs", whose copy is the process's own memory, and for read-only mappings (nothing written).
+   * Let the kernel drop the mapping's pages from this process's resident set: the data stays in
+   * the file and the page cache (written pages are written back in the background, without
+   * waiting for the disk; `flush` is what makes them durable), and the next access faults them
+   * back in. Keeps a long run's resident memory to the pages written since the last call. Does
+   * nothing for "fs", whose copy is the process's own memory, nor for read-only mappings.
    */
   flushAndDropResident(): void;
   /**
@@ -131,6 +132,11 @@ export function mmapSupport(): MmapSupport {
     return { kind: "deno-ffi", reason: `Deno with --allow-ffi: libc mmap through Deno.dlopen` };
   }
   return { kind: "fs", reason: `${runtime}: no FFI in this runtime, using the fs fallback` };
+}
+
+/** This runtime's FFI adapter, asked for by `--tracking-io mmap` whatever `mmapSupport()` says. */
+export function nativeMmapKind(): MmapKind {
+  return runtimeName() === "bun" ? "bun-ffi" : "deno-ffi";
 }
 
 /**
@@ -280,7 +286,6 @@ class Mapping implements MappedFile {
   flushAndDropResident(): void {
     const backing = this.#live("flushAndDropResident");
     if (this.readOnly) return;
-    backing.flush();
     backing.dropResident();
   }
 

@@ -19,8 +19,8 @@ export interface Backing {
   flush(): void;
   /**
    * Let the kernel take the pages out of this process's resident set (the file and the page
-   * cache keep the data; the next access faults it back in). Call after `flush`. A no-op for the
-   * fs fallback, whose bytes are the process's own memory.
+   * cache keep the data, written back in the background; the next access faults it back in).
+   * A no-op for the fs fallback, whose bytes are the process's own memory.
    */
   dropResident(): void;
   /** Unmap and close the file descriptor, without flushing. Throws naming path and call. */

@@ -225,10 +225,15 @@ export class Scheduler {
     this.#counters.forEach((c, t) => c.assertBalanced(this.taskId(t)));
   }
 
-  /** Blocks made ready by one release, as parallel arrays (no object per block). */
+  /**
+   * Blocks made ready by one release, as parallel arrays (no object per block): the first
+   * `#readyCount` entries. Never truncated, since `length = 0` frees an array's storage and the
+   * next release would allocate it again.
+   */
   readonly #readyTasks: number[] = [];
   readonly #readyPositions: number[] = [];
   readonly #readyIds: BlockId[] = [];
+  #readyCount = 0;
 
   /** Counts one upstream success for a downstream block; created once, not per release. */
   readonly #countDown = (t: number, p: number): void => {
@@ -238,8 +243,8 @@ export class Scheduler {
     const missing = (known < 0 ? this.graph.upstreamCount(t, p) : known) - 1;
     if (missing === 0) {
       pending.delete(p);
-      this.#readyTasks.push(t);
-      this.#readyPositions.push(p);
+      this.#readyTasks[this.#readyCount] = t;
+      this.#readyPositions[this.#readyCount++] = p;
     } else {
       pending.set(p, missing);
     }
@@ -248,15 +253,13 @@ export class Scheduler {
   #releaseDownstream(task: number, position: number): void {
     const tasks = this.#readyTasks;
     const positions = this.#readyPositions;
-    tasks.length = 0;
-    positions.length = 0;
+    this.#readyCount = 0;
     this.graph.forEachDownstream(task, position, this.#countDown);
-    const n = tasks.length;
+    const n = this.#readyCount;
     if (n > 1) {
       // daisy appends newly ready blocks in block-ID order (reference §5.2): a stable insertion
       // sort of the few blocks one release frees, keyed by ID, in place.
       const ids = this.#readyIds;
-      ids.length = 0;
       for (let i = 0; i < n; i++) {
         const t = tasks[i]!;
         const p = positions[i]!;

@@ -62,11 +62,28 @@ export interface StoreLock {
   refresh(): void;
 }
 
+/** Time for the lock's staleness checks and its settle wait; tests inject a manual one. */
+export interface LockClock {
+  /** Milliseconds since the epoch, compared with lock files' modification times. */
+  now(): number;
+  /** Block this thread for `ms` milliseconds while another run's lock settles. */
+  sleep(ms: number): void;
+}
+
+export const SYSTEM_LOCK_CLOCK: LockClock = {
+  now: () => Date.now(),
+  sleep(ms) {
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  },
+};
+
 export interface AcquireStoreLockOptions extends CreateOptions {
   /** Recorded in the lock for the refusal message; default: this process's argv. */
   readonly command?: string;
   /** Told when a stale lock is taken over or a removed lock is rewritten. */
   readonly onNotice?: (message: string) => void;
+  /** Default: the system clock, sleeping synchronously. */
+  readonly clock?: LockClock;
 }
 
 /** What `inspectStoreLock` found. */
@@ -93,10 +110,6 @@ const GUARD_STEPS = { written: "guard-creator-written", empty: "guard-created-em
 
 function lockPathOf(storeDir: string): string {
   return path.join(storeDir, LOCK_FILE);
-}
-
-function sleepSync(ms: number): void {
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
 /** The lock file's state, without taking or changing anything. */
@@ -142,7 +155,7 @@ function refusal(storeDir: string, lockPath: string, holder: LockHolder): StoreE
 }
 
 /** Whether a guard found in place was left by a run that is gone (then it may be removed). */
-function guardIsStale(guard: string, raw: string, mtime: number): boolean {
+function guardIsStale(guard: string, raw: string, mtime: number, now: number): boolean {
   const holder = parseHolder(raw);
   if (holder !== null) {
     // This process holds no guard between calls, so one naming it is an earlier process's.
@@ -152,7 +165,7 @@ function guardIsStale(guard: string, raw: string, mtime: number): boolean {
   } else if (creatorState(guard) === "dead") {
     return true;
   }
-  return Date.now() - mtime > GUARD_STALE_MS;
+  return now - mtime > GUARD_STALE_MS;
 }
 
 /**
@@ -187,12 +200,13 @@ function takeOver(
   staleRaw: string,
   text: string,
   options: CreateOptions,
+  clock: LockClock,
 ): TakeoverResult {
   const guard = `${lockPath}.takeover`;
   if (!createLockFile(storeDir, guard, text, GUARD_STEPS, options)) {
     const found = readLockFile(storeDir, guard);
     if (found === null) return "changed";
-    if (!guardIsStale(guard, found.raw, found.mtime)) return "busy";
+    if (!guardIsStale(guard, found.raw, found.mtime, clock.now())) return "busy";
     removeStaleGuard(guard, found.raw);
     return "changed";
   }
@@ -253,6 +267,7 @@ export function acquireStoreLock(
 ): StoreLock {
   const lockPath = lockPathOf(storeDir);
   const notice = options.onNotice ?? (() => {});
+  const clock = options.clock ?? SYSTEM_LOCK_CLOCK;
   ensureFolder(storeDir, "a tracking store folder");
   const holder: LockHolder = {
     pid: process.pid,
@@ -261,7 +276,7 @@ export function acquireStoreLock(
     command: options.command ?? process.argv.join(" "),
   };
   const text = `${JSON.stringify(holder)}\n`;
-  const settleBy = Date.now() + SETTLE_MS;
+  const settleBy = clock.now() + SETTLE_MS;
   const acquired = (): StoreLock => {
     removeLeftovers(storeDir);
     return makeLock(storeDir, lockPath, holder, text, notice);
@@ -269,7 +284,7 @@ export function acquireStoreLock(
   for (;;) {
     if (createLockFile(storeDir, lockPath, text, LOCK_STEPS, options)) return acquired();
     const state = inspectStoreLock(storeDir);
-    const now = Date.now();
+    const now = clock.now();
     let busy: string;
     if (state.state === "free") {
       // Released between our create and our read; a dangling symlink looks like this forever.
@@ -282,7 +297,7 @@ export function acquireStoreLock(
       } else {
         stale = corruptIsStale(lockPath, state.modified_ms, now);
       }
-      const result = stale ? takeOver(storeDir, lockPath, state.raw, text, options) : "busy";
+      const result = stale ? takeOver(storeDir, lockPath, state.raw, text, options, clock) : "busy";
       if (result === "taken") {
         notice(staleNotice(storeDir, state, now));
         return acquired();
@@ -296,8 +311,8 @@ export function acquireStoreLock(
         : `another run is taking over its stale lock right now (${LOCK_FILE}.takeover exists)`;
     }
     // A lock being created, released or taken over by another run right now: let it settle.
-    if (Date.now() < settleBy) {
-      sleepSync(POLL_MS);
+    if (clock.now() < settleBy) {
+      clock.sleep(POLL_MS);
       continue;
     }
     throw new StoreError(

@@ -284,8 +284,9 @@ export class TrackingStore {
   }
 
   /**
-   * Flush, and let the mapped pages leave this process's resident set (they stay in the file
-   * and the page cache): a million-block run then holds only the pages it wrote recently.
+   * Let the mapped pages leave this process's resident set (they stay in the file and the page
+   * cache, written back in the background; `flush` makes them durable): a million-block run
+   * then holds only the pages it wrote recently.
    */
   flushAndDropResident(): void {
     if (this.#closed) return;
