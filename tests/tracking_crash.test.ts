@@ -174,6 +174,16 @@ describe("crash safety", () => {
               outputs(out).size > filesBefore),
           "the last killed run to lock its stores and process a block",
         );
+      } else if (i % 2 === 0) {
+        // Every other kill lands once the run makes progress, however slowly it started (a
+        // loaded machine can take longer to start a run than the random delays below).
+        let exited = false;
+        void run.result.then(() => (exited = true), () => (exited = true));
+        await waitFor(
+          () => exited || outputs(out).size > filesBefore,
+          "the run to process a block",
+        );
+        await delay(Math.floor(random() * 150));
       } else {
         await delay(30 + Math.floor(random() * 400));
       }
