@@ -120,6 +120,11 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "--listen <host:port>",
       "where remote workers connect (default 127.0.0.1 on a free port; 0.0.0.0:0 for workers on other nodes)",
     )
+    .option(
+      "--lease <seconds>",
+      "how long a remote worker may stay silent (no heartbeat) before it counts as lost (default 15)",
+      parsePositiveNumber,
+    )
     .action(async (pipeline: string, opts: RunCommandOptions) => {
       setExitCode(await runCommand(pipeline, opts));
     });

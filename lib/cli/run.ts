@@ -58,6 +58,8 @@ export interface RunCommandOptions {
   readonly listen?: string;
   /** `--launcher KIND`: where every task's workers run. */
   readonly launcher?: LaunchKind;
+  /** `--lease SECONDS`: how long a remote worker may stay silent before it counts as lost. */
+  readonly lease?: number;
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
@@ -293,6 +295,7 @@ async function openRemoteWorkers(
     pipeline,
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
+    ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
     logDir: options.logDir === undefined
       ? defaultWorkerLogDir(
         options.trackingDir === undefined ? null : resolve(options.trackingDir),

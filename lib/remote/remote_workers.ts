@@ -43,7 +43,7 @@ export interface RemoteWorkersOptions {
   readonly logDir: string;
   readonly runId: string;
   readonly log: (message: string) => void;
-  /** Lease of a connected worker (ms; tests shorten it). */
+  /** How long a connected worker may stay silent before it counts as lost (ms). */
   readonly leaseMs?: number;
 }
 

@@ -21,7 +21,7 @@ import {
   PROTOCOL_VERSION,
 } from "../execute/protocol/messages.ts";
 import { isNonce, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
-import { formatAddress, type HostPort } from "./address.ts";
+import type { HostPort } from "./address.ts";
 
 /** Frames before authentication are small: a hello and an auth fit easily. */
 export const HANDSHAKE_FRAME_CAP = 16 * 1024;
@@ -38,7 +38,14 @@ export interface WorkerServerOptions {
   readonly log: (message: string) => void;
   readonly handshakeMs?: number;
   readonly maxHandshakes?: number;
+  /** Starts the handshake deadline; returns its cancel (tests inject a manual one). */
+  readonly deadline?: (ms: number, expire: () => void) => () => void;
 }
+
+const realDeadline = (ms: number, expire: () => void): () => void => {
+  const timer = setTimeout(expire, ms);
+  return () => clearTimeout(timer);
+};
 
 export class WorkerServer {
   readonly #o: WorkerServerOptions;
@@ -103,7 +110,8 @@ export class WorkerServer {
     }
     socket.setNoDelay(true);
     this.#handshakes.add(socket);
-    new Handshake(socket, peer, this.#o.secret, this.#o.handshakeMs ?? DEFAULT_HANDSHAKE_MS, {
+    const ms = this.#o.handshakeMs ?? DEFAULT_HANDSHAKE_MS;
+    new Handshake(socket, this.#o.secret, ms, this.#o.deadline ?? realDeadline, {
       admitted: (hello) => this.#admit(socket, peer, hello),
       refused: (why, tell) => this.#refuse(socket, peer, why, tell),
     });
@@ -136,7 +144,6 @@ export class WorkerServer {
     this.#o.log(`Refused a worker connection from ${peer}: ${why}`);
     if (tell && !socket.destroyed) {
       socket.end(encodeFrame({ kind: "error", message: `refused: ${why}` }));
-      socket.destroySoon?.();
       setTimeout(() => socket.destroy(), 1000).unref?.();
     } else socket.destroy();
   }
@@ -161,19 +168,25 @@ class Handshake {
     HANDSHAKE_FRAME_CAP,
   );
   readonly #nonce = newNonce();
-  readonly #timer: ReturnType<typeof setTimeout>;
+  readonly #cancelDeadline: () => void;
   readonly #onData = (chunk: Uint8Array) => this.#data(chunk);
   readonly #onClose = () => this.#finish(null, "it closed the connection during the handshake");
   #hello: HelloMessage | null = null;
   #done = false;
 
-  constructor(socket: net.Socket, _peer: string, secret: string, ms: number, end: HandshakeEnd) {
+  constructor(
+    socket: net.Socket,
+    secret: string,
+    ms: number,
+    deadline: (ms: number, expire: () => void) => () => void,
+    end: HandshakeEnd,
+  ) {
     this.#socket = socket;
     this.#secret = secret;
     this.#end = end;
-    this.#timer = setTimeout(
-      () => this.#finish(null, `no complete handshake within ${ms / 1000} s`),
+    this.#cancelDeadline = deadline(
       ms,
+      () => this.#finish(null, `no complete handshake within ${ms / 1000} s`),
     );
     socket.on("data", this.#onData);
     socket.on("close", this.#onClose);
@@ -235,12 +248,10 @@ class Handshake {
   #finish(hello: HelloMessage | null, why: string, tell = false): void {
     if (this.#done) return;
     this.#done = true;
-    clearTimeout(this.#timer);
+    this.#cancelDeadline();
     this.#socket.off("data", this.#onData);
     this.#socket.off("close", this.#onClose);
     if (hello !== null) this.#end.admitted(hello);
     else this.#end.refused(why, tell);
   }
 }
-
-export { formatAddress };
