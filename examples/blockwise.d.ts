@@ -91,6 +91,47 @@ export type Input =
   | { path: string; compare?: "mtime" | "content" }
   | { zarr: string; compare?: "mtime" | "content"; offset?: readonly number[] };
 
+/**
+ * Where a task's workers run. "local" (default): Web Workers on this machine. "slurm": each
+ * worker a SLURM job (sbatch), or a job step (srun) when blockwise itself runs inside an
+ * allocation; workers connect back to this run over TCP (see blockwise run --listen).
+ * { kind: "command", argv }: a site's own launcher around the worker command; an argv element
+ * "{worker}" becomes the worker command, "{worker_shell}" inside an element the same as one
+ * shell-quoted string; also {task_id} {worker_id} {log}.
+ */
+export type Launch =
+  | "local"
+  | "slurm"
+  | { kind: "local" }
+  | {
+    kind: "slurm";
+    partition?: string;
+    account?: string;
+    /** Walltime per worker job, as sbatch --time takes it, e.g. "2:00:00". */
+    time?: string;
+    cpusPerWorker?: number;
+    /** Memory per worker job, as sbatch --mem takes it, e.g. "8G". */
+    memPerWorker?: string;
+    /** Generic resources per worker job, e.g. "gpu:1". */
+    gres?: string;
+    /** More sbatch/srun arguments, one per element. */
+    extraArgs?: readonly string[];
+    /** "auto" (default): srun steps inside an allocation, sbatch jobs outside one. */
+    mode?: "auto" | "sbatch" | "srun";
+    /**
+     * Seconds before its job's walltime a worker stops taking blocks; default twice the task's
+     * mean block time, at least 60.
+     */
+    walltimeMargin?: number;
+  }
+  | {
+    kind: "command";
+    argv: readonly string[];
+    /** Seconds a submitted worker may take to connect; default 3600. */
+    startTimeout?: number;
+    walltimeMargin?: number;
+  };
+
 /** The third argument of process. */
 export interface BlockContext {
   /**
@@ -214,6 +255,11 @@ export interface Task<Context = unknown> {
    * a deleted temporary never makes anything stale, and is rebuilt only when a reader must run.
    */
   temporary?: boolean;
+  /**
+   * Where this task's workers run (process tasks only): "local" Web Workers (default), SLURM
+   * jobs, or a site's launch command. See Launch; blockwise run --launcher overrides the kind.
+   */
+  launch?: Launch;
 }
 
 /** What a pipeline file exports by default. */

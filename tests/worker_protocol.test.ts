@@ -51,6 +51,15 @@ const TO_WORKER: ToWorker[] = [
 
 const FROM_WORKER: FromWorker[] = [
   { kind: "hello", protocol: PROTOCOL_VERSION, client: "blockwise test", pid: 42, host: "node7" },
+  {
+    kind: "hello",
+    protocol: PROTOCOL_VERSION,
+    client: "blockwise-python 3.11",
+    pid: 43,
+    host: "gpu3",
+    slot: "9f".repeat(16),
+    nonce: "ab".repeat(32),
+  },
   { kind: "ready" },
   { kind: "setup-failed", message: "no GPU", stack: "Error: no GPU\n    at setup" },
   {
@@ -85,6 +94,7 @@ const FROM_WORKER: FromWorker[] = [
   { kind: "returned", positions: Float64Array.of(11, 12), count: 2 },
   { kind: "output", stream: "stderr", text: "héllo ✓\n" },
   { kind: "closing", reason: "the worker called process.exit(3)" },
+  { kind: "leaving", reason: "its job ends in 50 s, less than the margin of 60 s" },
   { kind: "heartbeat", running: 17, runningFor: 12.5 },
 ];
 
@@ -121,12 +131,12 @@ describe("worker protocol frames", () => {
 
   it("round-trips the session frames of the handshake", () => {
     const frames = [
-      encodeFrame({ kind: "challenge", nonce: "00ff" }),
+      encodeFrame({ kind: "challenge", nonce: "00ff", proof: "ab12" }),
       encodeFrame({ kind: "auth", mac: "beef" }),
       encodeFrame({ kind: "error", message: "wrong secret" }),
     ];
     assert.deepEqual(feed(schedulerSideDecoder(), frames, 5), [
-      { kind: "challenge", nonce: "00ff" },
+      { kind: "challenge", nonce: "00ff", proof: "ab12" },
       { kind: "auth", mac: "beef" },
       { kind: "error", message: "wrong secret" },
     ]);

@@ -17,6 +17,7 @@ import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
 import { acceptCommand, type AcceptOptions } from "./accept.ts";
 import { verifyCommand, type VerifyOptions } from "./verify.ts";
+import { workerCommand, type WorkerCommandOptions } from "./worker.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const version = versionLine();
@@ -109,8 +110,35 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "after SIGINT/SIGTERM, how long blocks in flight may finish",
       parsePositiveNumber,
     )
+    .addOption(
+      new Option(
+        "--launcher <kind>",
+        "where every task's workers run: local (Web Workers here), slurm (SLURM jobs or job steps), command (the task's launch command)",
+      ).choices(["local", "slurm", "command"]),
+    )
+    .option(
+      "--listen <host:port>",
+      "where remote workers connect (default 127.0.0.1 on a free port; 0.0.0.0:0 for workers on other nodes)",
+    )
+    .option(
+      "--lease <seconds>",
+      "how long a remote worker may stay silent (no heartbeat) before it counts as lost (default 15)",
+      parsePositiveNumber,
+    )
     .action(async (pipeline: string, opts: RunCommandOptions) => {
       setExitCode(await runCommand(pipeline, opts));
+    });
+
+  sub("worker")
+    .description(
+      "serve one run as a remote worker (started by a run's launcher, which sets the secret and slot)",
+    )
+    .option(
+      "--connect <host:port>",
+      "the scheduler's address (default: $BLOCKWISE_CONNECT)",
+    )
+    .action(async (opts: WorkerCommandOptions) => {
+      setExitCode(await workerCommand(opts));
     });
 
   sub("status")

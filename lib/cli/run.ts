@@ -3,6 +3,7 @@
 import process from "node:process";
 import {
   buildPipelineGraph,
+  localExecutorFactory,
   type Precheck,
   type PrecheckRefusal,
   type RunObserver,
@@ -10,7 +11,8 @@ import {
   type RunResult,
   runSerial,
 } from "../execute/mod.ts";
-import type { PipelineConfig } from "../pipeline/spec.ts";
+import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
+import { defaultWorkerLogDir, RemoteWorkers } from "../remote/remote_workers.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole } from "../report/console_output.ts";
 import { createEventLog } from "../report/events.ts";
@@ -52,6 +54,12 @@ export interface RunCommandOptions {
   readonly keepTemp?: boolean;
   /** `--force TASK[:OFFSET:SHAPE]`, repeatable: run those blocks whatever the ledger says. */
   readonly force?: readonly string[];
+  /** `--listen HOST:PORT`: where remote workers connect (default loopback, any free port). */
+  readonly listen?: string;
+  /** `--launcher KIND`: where every task's workers run. */
+  readonly launcher?: LaunchKind;
+  /** `--lease SECONDS`: how long a remote worker may stay silent before it counts as lost. */
+  readonly lease?: number;
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
@@ -146,7 +154,18 @@ export async function runPipeline(
       }
     }
   }
+  let remote: RemoteWorkers | null = null;
+  try {
+    remote = await openRemoteWorkers(pipeline, options, tracking, observer);
+  } catch (error) {
+    await outputs.close();
+    tracking.close(null, null);
+    console.close();
+    events?.close();
+    throw error;
+  }
   const stop = installStopSwitch(() => {
+    remote?.abort();
     tracking.close(null, null);
     console.close();
     events?.close();
@@ -182,9 +201,11 @@ export async function runPipeline(
         measure: (t) => tracking.measures(t),
         preferDownstream: pipeline.tasks.some((t) => t.temporary),
         ...(options.grace === undefined ? {} : { graceSeconds: options.grace }),
+        ...(remote === null ? {} : { executorFactory: remote.factory(localExecutorFactory) }),
         output: console.output,
       });
   } catch (error) {
+    await remote?.close();
     await outputs.close();
     tracking.close(null, null);
     throw error;
@@ -192,6 +213,7 @@ export async function runPipeline(
     stop.dispose();
     console.close();
   }
+  await remote?.close();
   await outputs.close();
   // Deletions that fell due with the last blocks happen in close(): report what is left.
   result = {
@@ -252,6 +274,37 @@ export function summaryText(
     })),
     { color, outcome: result.outcome, exitCode, ...(locations === undefined ? {} : { locations }) },
   );
+}
+
+/** Remote workers when some task's run elsewhere (not with --serial, which runs every block here). */
+async function openRemoteWorkers(
+  pipeline: PipelineConfig,
+  options: RunCommandOptions,
+  tracking: TrackingSession,
+  observer: RunObserver,
+): Promise<RemoteWorkers | null> {
+  if (options.serial === true) {
+    if (options.launcher !== undefined && options.launcher !== "local") {
+      observer.notice?.(
+        `warning: --serial runs every block here; --launcher ${options.launcher} is ignored`,
+      );
+    }
+    return null;
+  }
+  return await RemoteWorkers.open({
+    pipeline,
+    ...(options.listen === undefined ? {} : { listen: options.listen }),
+    ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
+    ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
+    logDir: options.logDir === undefined
+      ? defaultWorkerLogDir(
+        options.trackingDir === undefined ? null : resolve(options.trackingDir),
+        tracking.runId,
+      )
+      : resolve(options.logDir, "workers"),
+    runId: tracking.runId,
+    log: (message) => observer.notice?.(message),
+  });
 }
 
 function combineObservers(...observers: (RunObserver | null)[]): RunObserver {

@@ -26,6 +26,11 @@ export interface ExecutorEvents {
   /** The executor died unexpectedly; `reason` says how. Nothing fires afterwards. */
   crashed(executor: Executor, reason: string): void;
   output(executor: Executor, stream: "stdout" | "stderr", text: string): void;
+  /**
+   * The worker takes no more blocks (its batch job nears its walltime): it hands back those not
+   * started and finishes the one it runs; the run starts a replacement. Not a crash.
+   */
+  leaving(executor: Executor, reason: string): void;
 }
 
 export interface Executor {
@@ -57,6 +62,8 @@ export interface Executor {
   stop(): void;
   /** End it now; no event fires afterwards. */
   kill(): void;
+  /** A remote worker whose batch job still waits in the cluster's queue. */
+  queued?(): boolean;
 }
 
 /** Everything a factory needs to make an executor for a task. */

@@ -55,6 +55,8 @@ export class ExecutorPool {
   readonly #stats = new Map<Executor, WorkerStats>();
   /** Executors that get no new blocks: they finish what they hold and are retired. */
   readonly #draining = new Set<Executor>();
+  /** Executors leaving on their own (walltime): not counted against maxWorkers or the budget. */
+  readonly #leaving = new Set<Executor>();
   /** Tasks whose every lost worker failed its setup, with the last setup error. */
   readonly #onlySetupFailures = new Map<number, string>();
   #nextWorkerId = 0;
@@ -112,7 +114,7 @@ export class ExecutorPool {
     if (!scheduler.isRunning(t)) return false;
     const available = source.available(t);
     if (available === 0) return false;
-    if (task.stats.alive >= task.config.maxWorkers) return false;
+    if (task.stats.alive - this.#leavingOf(t) >= task.config.maxWorkers) return false;
     // Do not start more executors than there are blocks waiting for one.
     let idle = 0;
     for (const e of task.executors) if (e.state === "starting" || e.inFlight.size === 0) idle++;
@@ -124,6 +126,35 @@ export class ExecutorPool {
     this.#freeBudgetFor(t);
     if (this.#o.preferDownstream === true && available >= BACKLOG) this.#drainUpstreamOf(t);
     return budget.canAdmit(task.config.requires);
+  }
+
+  #leavingOf(t: number): number {
+    let n = 0;
+    for (const e of this.#leaving) if (e.task === t) n++;
+    return n;
+  }
+
+  /**
+   * A worker takes no more blocks (its job nears its walltime): it gets none, hands back what it
+   * has not started, finishes its block and is retired; a replacement may start at once. One
+   * that leaves before finishing any block counts as a failed worker, so that jobs too short to
+   * do anything spend the restart cap instead of churning forever.
+   */
+  leaving(executor: Executor, reason: string): void {
+    const task = this.#o.tasks[executor.task]!;
+    if (!task.executors.has(executor) || this.#leaving.has(executor)) return;
+    this.#leaving.add(executor);
+    this.#draining.add(executor);
+    this.#o.budget.release(task.config.requires);
+    const stats = this.#stats.get(executor)!;
+    if (stats.blocks === 0 && this.#o.scheduler.isRunning(executor.task)) {
+      task.stats.workerFailures++;
+    }
+    this.#o.observer.notice?.(
+      `Task "${task.config.id}": worker ${executor.id} takes no more blocks (${reason}); a replacement starts while blocks remain`,
+    );
+    if (executor.inFlight.size === 0 && executor.state === "ready") this.#retire(executor, "clean");
+    else executor.recall();
   }
 
   /** Let the executors of tasks upstream of `t` finish their blocks and make room for it. */
@@ -192,7 +223,7 @@ export class ExecutorPool {
     this.#draining.delete(executor);
     if (!task.executors.delete(executor)) return;
     executor.kill();
-    this.#o.budget.release(task.config.requires);
+    if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
     const stats = this.#stats.get(executor)!;
@@ -348,9 +379,11 @@ export class ExecutorPool {
   retireAll(t: number): void {
     for (const executor of [...this.#o.tasks[t]!.executors]) {
       const queue = executor.inFlight;
+      // An idle worker is told to stop (a remote one then exits and ends its job by itself).
+      const idle = queue.size === 0 && executor.state === "ready";
       for (let i = 0; i < queue.size; i++) this.#o.scheduler.requeue(t, queue.positionAt(i));
       queue.clear();
-      this.#retire(executor, "killed");
+      this.#retire(executor, idle ? "clean" : "killed");
     }
   }
 
@@ -368,7 +401,7 @@ export class ExecutorPool {
     if (!task.executors.delete(executor)) return;
     if (exit === "clean") executor.stop();
     else executor.kill();
-    this.#o.budget.release(task.config.requires);
+    if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
     const stats = this.#stats.get(executor)!;

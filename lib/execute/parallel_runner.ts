@@ -245,6 +245,14 @@ export class ParallelRun implements ExecutorEvents {
     this.#options.output?.(this.tasks[executor.task]!.config.id, executor.id, stream, text);
   }
 
+  leaving(executor: Executor, reason: string): void {
+    this.#guard(() => {
+      if (this.#finished) return;
+      this.#pool.leaving(executor, reason);
+      this.#pump();
+    });
+  }
+
   // ---- the loop -----------------------------------------------------------------------------
 
   /** Blocks the run holds in some form: in executors, being checked, being committed. */
@@ -261,6 +269,7 @@ export class ParallelRun implements ExecutorEvents {
         id: this.tasks[t]!.config.id,
         counters: this.scheduler.snapshot(t),
         running: this.tasks[t]!.running(),
+        queued: this.tasks[t]!.queued(),
         ...(temporary === null ? {} : { temporary }),
       };
     });

@@ -23,6 +23,8 @@ export interface TaskResult {
   readonly counters: CounterSnapshot;
   /** Blocks running right now (processing counts also those queued in a worker or committing). */
   readonly running: number;
+  /** Remote workers waiting in the cluster's queue (0 without remote workers). */
+  readonly queued?: number;
   /** A temporary task's live and deleted outputs (pipelines with `temporary` tasks). */
   readonly temporary?: TemporaryStats;
 }

@@ -4,6 +4,10 @@
  * With no shared memory, liveness and "which block runs now" come from heartbeats: a worker that
  * sends nothing for the lease is lost like a crashed one, and the running block is the oldest
  * one held while the worker says it is running a block.
+ *
+ * A remote worker is launched first (a batch job, a process) and connects later: until the
+ * worker server attaches its authenticated connection, the executor watches the launch instead
+ * (a job that ends, or a worker that never connects, is lost like a crashed one).
  */
 
 import type { Executor, ExecutorSpec, ExecutorState } from "./executor.ts";
@@ -17,20 +21,42 @@ import {
 } from "./protocol/frames.ts";
 import { type FromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
 import { RunningBlockWatch } from "./running_block_watch.ts";
+import type { HelloMessage } from "./protocol/messages.ts";
+
+/** How a launched remote worker is doing before (and while) it is connected. */
+export interface LaunchHandle {
+  /** Names it in messages, e.g. "SLURM job 1234" or "process 4242". */
+  readonly label: string;
+  /** "queued": waiting for the cluster (shown as queued); "ended": gone, see `endReason`. */
+  phase(): "queued" | "running" | "ended";
+  endReason(): string;
+  /** End it now (scancel, kill); idempotent. */
+  cancel(): void;
+}
 
 /** Without a frame for this long, a stream worker counts as lost. */
 export const DEFAULT_LEASE_MS = 15_000;
 
 export interface StreamExecutorOptions {
   readonly spec: ExecutorSpec;
-  readonly channel: ByteChannel;
+  /** The connection, or null for a launched worker that connects later (`attach`). */
+  readonly channel: ByteChannel | null;
   /** SHA-256 of the pipeline file, for a worker that loads it from a shared filesystem. */
   readonly pipelineSha256: string | null;
   readonly leaseMs?: number;
   readonly frameCap?: number;
   /** Called once when the executor ends (stop, kill or loss): end the process, the job, ... */
   readonly onEnd?: () => void;
+  /** A launched worker's job or process, watched until it connects. */
+  readonly launch?: LaunchHandle;
+  /**
+   * Once its launch runs (no longer queued), how long a worker may take to connect before it
+   * counts as lost (ms; default 120 s: a binary start and a module import on a slow shared disk).
+   */
+  readonly connectTimeoutMs?: number;
 }
+
+export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
 
 export class StreamExecutor implements Executor {
   readonly id: number;
@@ -51,6 +77,9 @@ export class StreamExecutor implements Executor {
   #heartbeatRunning = -1;
   #heartbeatStartedAt = 0;
   #ended = false;
+  #channel: ByteChannel | null = null;
+  /** When the launch was first seen running (not queued), for the connect timeout. */
+  #runningSince = Number.NaN;
 
   constructor(options: StreamExecutorOptions) {
     this.#o = options;
@@ -60,12 +89,34 @@ export class StreamExecutor implements Executor {
     this.#watch = new RunningBlockWatch(options.spec.config.timeout);
     this.#decoder = schedulerSideDecoder(options.frameCap);
     this.#lastHeard = options.spec.clock.now();
-    options.channel.onData((chunk) => this.#onData(chunk));
-    options.channel.onClose((reason) => this.#die(reason));
+    if (options.channel !== null) this.attach(options.channel, null);
   }
 
   get state(): ExecutorState {
     return this.#state;
+  }
+
+  /** Whether its launch waits in the cluster's queue (not connected yet). */
+  queued(): boolean {
+    return this.#channel === null && this.#state === "starting" &&
+      this.#o.launch?.phase() === "queued";
+  }
+
+  /**
+   * The worker connected (and, for a remote worker, authenticated): `hello` is its greeting
+   * when the handshake already read it. Returns false when the executor is gone.
+   */
+  attach(channel: ByteChannel, hello: HelloMessage | null): boolean {
+    if (this.#state === "dead" || this.#channel !== null) {
+      channel.close();
+      return false;
+    }
+    this.#channel = channel;
+    this.#lastHeard = this.#o.spec.clock.now();
+    channel.onData((chunk) => this.#onData(chunk));
+    channel.onClose((reason) => this.#die(reason));
+    if (hello !== null) this.#receive(hello);
+    return true;
   }
 
   batchBuffer(pairs: number): Float64Array {
@@ -85,6 +136,10 @@ export class StreamExecutor implements Executor {
 
   checkHealth(now: number): void {
     if (this.#state === "dead") return;
+    if (this.#channel === null) {
+      this.#checkLaunch(now);
+      return;
+    }
     if (now - this.#lastHeard > this.#leaseMs) {
       this.#die(
         `the worker sent nothing for ${
@@ -102,20 +157,52 @@ export class StreamExecutor implements Executor {
     if (overdue !== null) this.#die(overdue);
   }
 
+  /** Before the worker connects: its job may end, or it may never connect. */
+  #checkLaunch(now: number): void {
+    const launch = this.#o.launch;
+    if (launch === undefined) return;
+    const phase = launch.phase();
+    if (phase === "ended") {
+      this.#die(`${launch.label} ended before its worker connected: ${launch.endReason()}`);
+      return;
+    }
+    if (phase === "queued") {
+      this.#runningSince = Number.NaN;
+      return;
+    }
+    if (Number.isNaN(this.#runningSince)) this.#runningSince = now;
+    const limit = this.#o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    if (now - this.#runningSince > limit) {
+      this.#die(
+        `${launch.label} started but its worker did not connect within ${
+          Math.round(limit / 1000)
+        } s; check the job's log, and that the worker can reach this machine`,
+      );
+    }
+  }
+
   recall(final = false): void {
     if (this.#state === "dead" || (this.#recalling && !final)) return;
     this.#recalling = true;
     this.#write({ kind: "recall", final });
   }
 
+  /** A connected worker finishes and exits on its own; one still queued is cancelled. */
   stop(): void {
-    if (this.#state !== "dead") this.#write({ kind: "stop" });
+    if (this.#state !== "dead" && this.#channel !== null) {
+      this.#write({ kind: "stop" });
+      this.#state = "dead";
+      this.#channel.close();
+      this.#end();
+      return;
+    }
     this.kill();
   }
 
   kill(): void {
     this.#state = "dead";
-    this.#o.channel.close();
+    this.#channel?.close();
+    this.#o.launch?.cancel();
     this.#end();
   }
 
@@ -130,13 +217,14 @@ export class StreamExecutor implements Executor {
   }
 
   #write(message: ToWorker | SessionFrame): void {
-    this.#o.channel.write(encodeFrame(message));
+    this.#channel?.write(encodeFrame(message));
   }
 
   #die(reason: string): void {
     if (this.#state === "dead") return;
     this.#state = "dead";
-    this.#o.channel.close();
+    this.#channel?.close();
+    this.#o.launch?.cancel();
     this.#end();
     this.#o.spec.events.crashed(this, reason);
   }
@@ -195,7 +283,8 @@ export class StreamExecutor implements Executor {
         return;
       case "setup-failed":
         this.#state = "dead";
-        this.#o.channel.close();
+        this.#channel?.close();
+        this.#o.launch?.cancel();
         this.#end();
         events.setupFailed(this, message.message, message.stack);
         return;
@@ -213,6 +302,9 @@ export class StreamExecutor implements Executor {
         return;
       case "closing":
         return this.#die(message.reason);
+      case "leaving":
+        events.leaving(this, message.reason);
+        return;
       case "heartbeat":
         if (message.running !== this.#heartbeatRunning) {
           this.#heartbeatStartedAt = spec.clock.now() - message.runningFor * 1000;

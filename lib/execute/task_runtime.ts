@@ -29,6 +29,13 @@ export class TaskRuntime {
     return n;
   }
 
+  /** Remote workers whose batch jobs wait in the cluster's queue. */
+  queued(): number {
+    let n = 0;
+    for (const e of this.executors) if (e.queued?.() === true) n++;
+    return n;
+  }
+
   /** Fold a batch's mean block time into the moving average. */
   observeMean(seconds: number, blocks: number): void {
     const mean = seconds / blocks;

@@ -22,8 +22,26 @@ import {
 } from "./protocol/messages.ts";
 import { WorkerExecutor } from "./worker_executor.ts";
 import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
+import { isNonce, newNonce, sameMac, schedulerProof, workerProof } from "../remote/auth.ts";
 
 export const HEARTBEAT_MS = 1000;
+
+/** A remote worker proves it knows the run's secret and claims the slot it was launched for. */
+export interface RelayAuth {
+  readonly secret: string;
+  readonly slot: string;
+}
+
+/**
+ * When the worker's batch job ends (ms since the epoch), and how long before that it stops taking
+ * blocks (seconds; null: twice its mean block time, at least 60 s).
+ */
+export interface RelayWalltime {
+  readonly endsAt: number;
+  readonly marginSeconds: number | null;
+}
+
+export const MIN_WALLTIME_MARGIN_SECONDS = 60;
 
 export interface RelayOptions {
   readonly channel: ByteChannel;
@@ -33,16 +51,25 @@ export interface RelayOptions {
   readonly clock?: RunClock;
   /** Where the relay's own notices go (never the channel). */
   readonly log?: (message: string) => void;
+  /** Remote workers: the handshake's secret and slot (without: no handshake, local pipes). */
+  readonly auth?: RelayAuth;
+  readonly walltime?: RelayWalltime;
 }
 
-/** Serve one scheduler until the stream ends; resolves with the reason it ended. */
-export function serveWorker(options: RelayOptions): Promise<string> {
+/** How a session ended: `stopped` when the scheduler sent stop, else why the stream ended. */
+export interface RelayEnd {
+  readonly stopped: boolean;
+  readonly reason: string;
+}
+
+/** Serve one scheduler until the stream ends; resolves with how it ended. */
+export function serveWorker(options: RelayOptions): Promise<RelayEnd> {
   return new Promise((resolve) => new Relay(options, resolve).start());
 }
 
 class Relay implements ExecutorEvents {
   readonly #o: RelayOptions;
-  readonly #resolve: (reason: string) => void;
+  readonly #resolve: (end: RelayEnd) => void;
   readonly #clock: RunClock;
   readonly #decoder = workerSideDecoder();
   #executor: WorkerExecutor | null = null;
@@ -50,11 +77,20 @@ class Relay implements ExecutorEvents {
   #closed = false;
   #token = -1;
   #tokenSince = 0;
+  readonly #nonce = newNonce();
+  /** Authenticated (or no handshake needed): scheduler messages are accepted. */
+  #admitted: boolean;
+  #leaving = false;
+  /** The scheduler sent stop: the session ended as it should. */
+  #stopped = false;
+  #blocksDone = 0;
+  #secondsDone = 0;
 
-  constructor(options: RelayOptions, resolve: (reason: string) => void) {
+  constructor(options: RelayOptions, resolve: (end: RelayEnd) => void) {
     this.#o = options;
     this.#resolve = resolve;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
+    this.#admitted = options.auth === undefined;
   }
 
   start(): void {
@@ -77,11 +113,8 @@ class Relay implements ExecutorEvents {
       client: this.#o.client,
       pid: process.pid,
       host: os.hostname(),
+      ...(this.#o.auth === undefined ? {} : { slot: this.#o.auth.slot, nonce: this.#nonce }),
     });
-    this.#stopHeartbeat = this.#clock.every(
-      this.#o.heartbeatMs ?? HEARTBEAT_MS,
-      () => this.#heartbeat(),
-    );
   }
 
   // ---- events of the local Web Worker -> frames -----------------------------------------------
@@ -97,7 +130,15 @@ class Relay implements ExecutorEvents {
 
   results(_executor: Executor, results: ResultsMessage): void {
     const { spare: _spare, ...message } = results;
+    for (let i = 0; i < message.count; i++) {
+      this.#blocksDone++;
+      this.#secondsDone += message.records[i * message.stride + 2]!;
+    }
     this.#write(message);
+  }
+
+  leaving(_executor: Executor, reason: string): void {
+    this.#write({ kind: "leaving", reason });
   }
 
   returned(_executor: Executor, positions: Float64Array, count: number): void {
@@ -116,6 +157,15 @@ class Relay implements ExecutorEvents {
   // ---- frames from the scheduler --------------------------------------------------------------
 
   #receive(message: ToWorker | SessionFrame): void {
+    if (!this.#admitted) {
+      if (message.kind === "challenge") return this.#answer(message.nonce, message.proof);
+      if (message.kind === "error") {
+        this.#o.log?.(`The scheduler refused this worker: ${message.message}`);
+        this.#o.channel.close();
+        return;
+      }
+      return this.#refuse(`the scheduler sent "${message.kind}" before the handshake`);
+    }
     switch (message.kind) {
       case "init":
         if (this.#executor !== null) return this.#refuse(`the scheduler sent "init" twice`);
@@ -132,6 +182,7 @@ class Relay implements ExecutorEvents {
         }
         return;
       case "stop":
+        this.#stopped = true;
         this.#o.channel.close();
         return;
       case "error":
@@ -142,6 +193,24 @@ class Relay implements ExecutorEvents {
       case "auth":
         return this.#refuse(`the scheduler sent "${message.kind}" outside the handshake`);
     }
+  }
+
+  /** The scheduler must prove it knows the secret before this worker runs anything for it. */
+  #answer(schedulerNonce: string, proof: string): void {
+    const auth = this.#o.auth!;
+    if (
+      !isNonce(schedulerNonce) ||
+      !sameMac(proof, schedulerProof(auth.secret, this.#nonce, schedulerNonce))
+    ) {
+      return this.#refuse(
+        "the scheduler could not prove it knows this run's secret; is BLOCKWISE_CONNECT pointing at the right run?",
+      );
+    }
+    this.#admitted = true;
+    this.#write({
+      kind: "auth",
+      mac: workerProof(auth.secret, schedulerNonce, this.#nonce, auth.slot),
+    });
   }
 
   #init(init: InitMessage): void {
@@ -156,6 +225,12 @@ class Relay implements ExecutorEvents {
       this.#o.channel.close();
       return;
     }
+    // Heartbeats start with init (nothing but the handshake comes before it), and go on while
+    // the Web Worker imports the module and runs setup, however long that takes.
+    this.#stopHeartbeat = this.#clock.every(
+      this.#o.heartbeatMs ?? HEARTBEAT_MS,
+      () => this.#heartbeat(),
+    );
     this.#executor = new WorkerExecutor({
       id: init.workerId,
       task: 0,
@@ -171,7 +246,28 @@ class Relay implements ExecutorEvents {
     });
   }
 
+  /** Near the job's walltime: take no more blocks, hand back those not started. */
+  #checkWalltime(now: number): void {
+    const walltime = this.#o.walltime;
+    if (walltime === undefined || this.#leaving || this.#executor === null) return;
+    const mean = this.#blocksDone === 0 ? 0 : this.#secondsDone / this.#blocksDone;
+    const margin = walltime.marginSeconds ??
+      Math.max(MIN_WALLTIME_MARGIN_SECONDS, 2 * mean);
+    const left = (walltime.endsAt - now) / 1000;
+    if (left >= margin) return;
+    this.#leaving = true;
+    this.#write({
+      kind: "leaving",
+      reason: `its job ends in ${Math.max(0, Math.round(left))} s, less than the margin of ${
+        Math.round(margin)
+      } s`,
+    });
+    this.#executor.recall(true);
+  }
+
   #heartbeat(): void {
+    if (this.#closed) return;
+    this.#checkWalltime(this.#clock.now());
     if (this.#closed) return;
     const executor = this.#executor;
     const token = executor === null ? -1 : executor.runningToken();
@@ -202,7 +298,7 @@ class Relay implements ExecutorEvents {
     this.#closed = true;
     this.#stopHeartbeat?.();
     this.#executor?.kill();
-    this.#resolve(reason);
+    this.#resolve({ stopped: this.#stopped, reason });
   }
 }
 

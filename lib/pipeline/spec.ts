@@ -60,6 +60,39 @@ export type InputDefinition =
   | { path: string; compare?: "mtime" | "content" }
   | { zarr: string; compare?: "mtime" | "content"; offset?: readonly number[] };
 
+/**
+ * Where a task's workers run: `"local"` (Web Workers on this machine, the default), `"slurm"`
+ * (each worker a SLURM job, or a job step inside an allocation) or `"command"` (a site's own
+ * launch command around the worker command, for LSF, PBS, ...).
+ */
+export type LaunchDefinition =
+  | "local"
+  | "slurm"
+  | { kind: "local" }
+  | {
+    kind: "slurm";
+    partition?: string;
+    account?: string;
+    /** Walltime per worker job, as sbatch --time takes it ("1:00:00", "30"). */
+    time?: string;
+    cpusPerWorker?: number;
+    /** As sbatch --mem takes it ("4G"). */
+    memPerWorker?: string;
+    gres?: string;
+    extraArgs?: readonly string[];
+    /** "auto" (default): job steps inside an allocation, jobs outside one. */
+    mode?: "auto" | "sbatch" | "srun";
+    walltimeMargin?: number;
+  }
+  | {
+    kind: "command";
+    /** The launch command; `{worker}` (an element of its own) becomes the worker's argv. */
+    argv: readonly string[];
+    /** Seconds a submitted worker may take to connect (default 3600). */
+    startTimeout?: number;
+    walltimeMargin?: number;
+  };
+
 /** What `process` gets as its third argument. */
 export interface BlockContext {
   /** Where to write each declared output for this block: a staging location, committed after. */
@@ -95,6 +128,7 @@ export interface TaskDefinition {
   inputs?: readonly InputDefinition[];
   quarantineAfter?: number;
   temporary?: boolean;
+  launch?: LaunchDefinition;
 }
 
 export interface PipelineModule {
@@ -120,6 +154,32 @@ export interface InputConfig {
   readonly offset: readonly number[] | null;
 }
 
+export interface SlurmLaunchConfig {
+  readonly kind: "slurm";
+  readonly partition: string | null;
+  readonly account: string | null;
+  readonly time: string | null;
+  readonly cpusPerWorker: number | null;
+  readonly memPerWorker: string | null;
+  readonly gres: string | null;
+  readonly extraArgs: readonly string[];
+  readonly mode: "auto" | "sbatch" | "srun";
+  /** Seconds before its job's end a worker stops taking blocks, or null (automatic). */
+  readonly walltimeMargin: number | null;
+}
+
+export interface CommandLaunchSettings {
+  readonly kind: "command";
+  readonly argv: readonly string[];
+  readonly startTimeout: number;
+  readonly walltimeMargin: number | null;
+}
+
+/** A validated `launch`. */
+export type LaunchConfig = { readonly kind: "local" } | SlurmLaunchConfig | CommandLaunchSettings;
+
+export type LaunchKind = LaunchConfig["kind"];
+
 /** What every validated task has, whatever runs its blocks; every default filled in. */
 interface TaskConfigBase {
   readonly index: number;
@@ -144,6 +204,8 @@ interface TaskConfigBase {
   /** Failed attempts over all runs after which a block is left alone, or null (never). */
   readonly quarantineAfter: number | null;
   readonly temporary: boolean;
+  /** Where its workers run. */
+  readonly launch: LaunchConfig;
 }
 
 /** A task whose blocks run a `process` function in Web Workers. */

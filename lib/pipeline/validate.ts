@@ -27,6 +27,7 @@ import {
   readTemporary,
   readVersion,
 } from "./output_fields.ts";
+import { LOCAL_LAUNCH, readLaunch } from "./launch_fields.ts";
 import type { Block, PipelineConfig, TaskConfig, TaskDefinition } from "./spec.ts";
 
 /**
@@ -87,6 +88,7 @@ const FIELD_SET: Record<keyof TaskDefinition, true> = {
   inputs: true,
   quarantineAfter: true,
   temporary: true,
+  launch: true,
 };
 
 /** Every field a task may have, in documentation order. */
@@ -296,6 +298,7 @@ function validateTask(
     inputs: read(() => readInputs(t, dirname(pipelinePath)), []),
     quarantineAfter: read(() => readQuarantineAfter(t), null),
     temporary: read(() => readTemporary(t, outputs), false),
+    launch: read(() => readLaunch(t), LOCAL_LAUNCH),
   };
   const processFn = read(() => t.func("process", "process(block, context) { ... }"), null) as
     | ((block: Block, context: unknown) => unknown)
@@ -337,6 +340,13 @@ function validateTask(
       ), null);
   }
 
+  if (command !== null && base.launch.kind !== "local") {
+    read(() =>
+      t.fail(
+        "launch",
+        `is "${base.launch.kind}", but command tasks run their blocks on this machine; remove launch, or turn the task into a process function whose workers can run elsewhere.`,
+      ), null);
+  }
   if (problems.length > before || layout === null) return null;
   if (command !== null) {
     const folder = cwd === null ? null : resolve(dirname(pipelinePath), cwd);

@@ -36,13 +36,14 @@ export const enum FrameType {
   Output = 0x23,
   Closing = 0x24,
   Heartbeat = 0x25,
+  Leaving = 0x26,
   Recall = 0x30,
   Stop = 0x31,
 }
 
 /** Frames that are not worker messages: the handshake and a last word before closing. */
 export type SessionFrame =
-  | { readonly kind: "challenge"; readonly nonce: string }
+  | { readonly kind: "challenge"; readonly nonce: string; readonly proof: string }
   | { readonly kind: "auth"; readonly mac: string }
   | { readonly kind: "error"; readonly message: string };
 
@@ -56,6 +57,7 @@ const JSON_TYPES: Readonly<Record<string, FrameType>> = {
   "setup-failed": FrameType.SetupFailed,
   output: FrameType.Output,
   closing: FrameType.Closing,
+  leaving: FrameType.Leaving,
 };
 
 const KIND_OF_JSON_TYPE = new Map<number, string>(
@@ -234,7 +236,7 @@ function parseSession(value: Record<string, unknown>): SessionFrame | null {
     }
     return v;
   };
-  if (kind === "challenge") return { kind, nonce: text("nonce") };
+  if (kind === "challenge") return { kind, nonce: text("nonce"), proof: text("proof") };
   if (kind === "auth") return { kind, mac: text("mac") };
   if (kind === "error") return { kind, message: text("message") };
   return null;

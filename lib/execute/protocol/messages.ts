@@ -13,6 +13,22 @@ import type { LayoutSpec } from "../../blocks/mod.ts";
 import type { BlockCommit } from "../../outputs/block_outputs.ts";
 import type { OutputPlan } from "../../outputs/output_plan.ts";
 import type { JsonValue } from "../../pipeline/spec.ts";
+import {
+  bad,
+  commitsOf,
+  count,
+  fields,
+  floats,
+  num,
+  optionalStack,
+  optionalString,
+  preview,
+  ProtocolError,
+  spare,
+  str,
+} from "./message_fields.ts";
+
+export { ProtocolError };
 
 export const PROTOCOL_VERSION = 1;
 
@@ -97,6 +113,10 @@ export interface HelloMessage {
   readonly client: string;
   readonly pid: number;
   readonly host: string;
+  /** Remote workers: the worker slot the launcher gave it (`BLOCKWISE_WORKER_SLOT`). */
+  readonly slot?: string;
+  /** Remote workers: a fresh 256-bit nonce (hex) the scheduler's proof must answer. */
+  readonly nonce?: string;
 }
 
 export interface ReadyMessage {
@@ -154,6 +174,16 @@ export interface ClosingMessage {
   readonly reason: string;
 }
 
+/**
+ * The worker takes no more blocks (its batch job nears its walltime, say): it hands back what it
+ * has not started (`returned`), finishes the block it runs, and the scheduler starts a
+ * replacement. Not a crash: no block fails.
+ */
+export interface LeavingMessage {
+  readonly kind: "leaving";
+  readonly reason: string;
+}
+
 /** Liveness on a byte stream: sent at least every heartbeat interval. */
 export interface HeartbeatMessage {
   readonly kind: "heartbeat";
@@ -171,136 +201,10 @@ export type FromWorker =
   | ReturnedMessage
   | OutputMessage
   | ClosingMessage
+  | LeavingMessage
   | HeartbeatMessage;
 
 // ---- validation -----------------------------------------------------------------------------
-
-/** A message broke the protocol: the peer is killed (a worker) or refused (a connection). */
-export class ProtocolError extends Error {
-  override readonly name = "ProtocolError";
-}
-
-type Fields = Record<string, unknown>;
-
-function fields(value: unknown, direction: string): Fields & { kind: string } {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new ProtocolError(`${direction} message is not an object: ${preview(value)}`);
-  }
-  const kind = (value as Fields)["kind"];
-  if (typeof kind !== "string") {
-    throw new ProtocolError(`${direction} message has no "kind": ${preview(value)}`);
-  }
-  return value as Fields & { kind: string };
-}
-
-function preview(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value) ?? String(value);
-  } catch {
-    text = String(value);
-  }
-  return text.length > 120 ? `${text.slice(0, 117)}...` : text;
-}
-
-function str(m: Fields, key: string, kind: string): string {
-  const v = m[key];
-  if (typeof v !== "string") throw bad(kind, key, "a string", v);
-  return v;
-}
-
-function num(m: Fields, key: string, kind: string): number {
-  const v = m[key];
-  if (typeof v !== "number") throw bad(kind, key, "a number", v);
-  return v;
-}
-
-function count(m: Fields, key: string, kind: string): number {
-  const v = m[key];
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
-    throw bad(kind, key, "a non-negative integer", v);
-  }
-  return v;
-}
-
-function floats(m: Fields, key: string, kind: string, length: number): Float64Array {
-  const v = m[key];
-  if (!(v instanceof Float64Array)) throw bad(kind, key, "a Float64Array", v);
-  if (v.length < length) {
-    throw new ProtocolError(
-      `"${kind}" message: "${key}" holds ${v.length} numbers, fewer than the ${length} announced`,
-    );
-  }
-  return v;
-}
-
-function bad(kind: string, key: string, expected: string, got: unknown): ProtocolError {
-  return new ProtocolError(`"${kind}" message: "${key}" must be ${expected}, got ${preview(got)}`);
-}
-
-function optionalStack(m: Fields, kind: string): { stack?: string } {
-  const v = m["stack"];
-  if (v === undefined) return {};
-  if (typeof v !== "string") throw bad(kind, "stack", "a string", v);
-  return { stack: v };
-}
-
-function spare(m: Fields, kind: string): { spare?: readonly ArrayBuffer[] } {
-  const v = m["spare"];
-  if (v === undefined) return {};
-  if (!Array.isArray(v) || !v.every((b) => b instanceof ArrayBuffer)) {
-    throw bad(kind, "spare", "an array of ArrayBuffers", v);
-  }
-  return { spare: v as ArrayBuffer[] };
-}
-
-function commitsOf(m: Fields, done: number): { commits?: readonly BlockCommit[] } {
-  const v = m["commits"];
-  if (v === undefined) return {};
-  if (!Array.isArray(v) || v.length !== done) {
-    throw new ProtocolError(
-      `"results" message: "commits" must hold one entry per done record (${done}); got ${
-        preview(v)
-      }`,
-    );
-  }
-  return {
-    commits: v.map((c: unknown, i): BlockCommit => {
-      const f = fields({ kind: "commit", ...(typeof c === "object" ? c : { bad: c }) }, "Worker");
-      const files = f["files"];
-      const content = str(f, "content", "results commit");
-      if (!/^[0-9a-f]{64}$/.test(content)) {
-        throw bad("results commit", "content", "a SHA-256 in hex", content);
-      }
-      if (!Array.isArray(files)) throw bad("results commit", "files", "an array", files);
-      return {
-        position: num(f, "position", "results commit"),
-        content,
-        files: files.map((file: unknown) => {
-          const ff = fields(
-            { kind: "file", ...(typeof file === "object" ? file : { bad: file }) },
-            "Worker",
-          );
-          const path = str(ff, "path", `results commit ${i} file`);
-          if (path === "" || path.split("/").some((p) => p === ".." || p === "." || p === "")) {
-            throw bad(
-              `results commit ${i} file`,
-              "path",
-              "a relative path inside the output",
-              path,
-            );
-          }
-          return {
-            output: str(ff, "output", `results commit ${i} file`),
-            path,
-            size: count(ff, "size", `results commit ${i} file`),
-            sha256: str(ff, "sha256", `results commit ${i} file`),
-          };
-        }),
-      };
-    }),
-  };
-}
 
 /** Check a message from a worker; throws ProtocolError naming what is wrong. */
 export function parseFromWorker(value: unknown): FromWorker {
@@ -314,6 +218,8 @@ export function parseFromWorker(value: unknown): FromWorker {
         client: str(m, "client", kind),
         pid: count(m, "pid", kind),
         host: str(m, "host", kind),
+        ...optionalString(m, "slot", kind),
+        ...optionalString(m, "nonce", kind),
       };
     case "ready":
       return { kind };
@@ -372,6 +278,8 @@ export function parseFromWorker(value: unknown): FromWorker {
       return { kind, stream, text: str(m, "text", kind) };
     }
     case "closing":
+      return { kind, reason: str(m, "reason", kind) };
+    case "leaving":
       return { kind, reason: str(m, "reason", kind) };
     case "heartbeat":
       return { kind, running: num(m, "running", kind), runningFor: num(m, "runningFor", kind) };

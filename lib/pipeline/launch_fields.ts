@@ -1,0 +1,162 @@
+/**
+ * The task field `launch`: where a task's workers run. `"local"` (the default) keeps them in Web
+ * Workers on this machine; `"slurm"` makes each worker a SLURM job (or a job step inside an
+ * allocation); `{ kind: "command", argv }` wraps the worker command in a site's own launcher.
+ */
+
+import { describeValue } from "./describe_value.ts";
+import type { TaskFields } from "./task_fields.ts";
+import type { CommandLaunchSettings, LaunchConfig, SlurmLaunchConfig } from "./spec.ts";
+import { COMMAND_LAUNCH_PLACEHOLDERS } from "../remote/launch_template.ts";
+
+export const LOCAL_LAUNCH: LaunchConfig = { kind: "local" };
+export const DEFAULT_START_TIMEOUT = 3600;
+
+const SLURM_KEYS = [
+  "kind",
+  "partition",
+  "account",
+  "time",
+  "cpusPerWorker",
+  "memPerWorker",
+  "gres",
+  "extraArgs",
+  "mode",
+  "walltimeMargin",
+];
+const COMMAND_KEYS = ["kind", "argv", "startTimeout", "walltimeMargin"];
+const EXAMPLE =
+  `launch: "slurm", or launch: { kind: "slurm", partition: "gpu", time: "2:00:00", gres: "gpu:1" }, or launch: { kind: "command", argv: ["bsub", "-I", "{worker}"] }`;
+
+/** Defaults of a launch kind (for `--launcher KIND` on a task that names another kind). */
+export function defaultLaunch(kind: "local" | "slurm"): LaunchConfig {
+  return kind === "local" ? LOCAL_LAUNCH : {
+    kind: "slurm",
+    partition: null,
+    account: null,
+    time: null,
+    cpusPerWorker: null,
+    memPerWorker: null,
+    gres: null,
+    extraArgs: [],
+    mode: "auto",
+    walltimeMargin: null,
+  };
+}
+
+export function readLaunch(t: TaskFields): LaunchConfig {
+  const value = t.value("launch");
+  if (value === undefined || value === "local") return LOCAL_LAUNCH;
+  if (value === "slurm") return defaultLaunch("slurm");
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    t.fail(
+      "launch",
+      `must be "local", "slurm" or an object; got ${describeValue(value)}. Write ${EXAMPLE}.`,
+    );
+  }
+  const fields = value as Record<string, unknown>;
+  const kind = fields["kind"];
+  const allowed = kind === "slurm" ? SLURM_KEYS : kind === "command" ? COMMAND_KEYS : ["kind"];
+  if (kind !== "local" && kind !== "slurm" && kind !== "command") {
+    t.fail(
+      "launch",
+      `has kind ${describeValue(kind)}; use "local", "slurm" or "command". Write ${EXAMPLE}.`,
+    );
+  }
+  const extra = Object.keys(fields).find((k) => !allowed.includes(k));
+  if (extra !== undefined) {
+    t.fail(
+      "launch",
+      `of kind "${kind}" has no option "${extra}"; its options: ${
+        allowed.slice(1).join(", ") || "none"
+      }.`,
+    );
+  }
+  if (kind === "local") return LOCAL_LAUNCH;
+  const text = (key: string): string | null => {
+    const v = fields[key];
+    if (v === undefined) return null;
+    if (typeof v !== "string" || v.trim() === "" || /\s/.test(v)) {
+      t.fail(
+        "launch",
+        `option "${key}" must be a non-empty string without spaces; got ${describeValue(v)}.`,
+      );
+    }
+    return v;
+  };
+  const seconds = (key: string, fallback: number | null): number | null => {
+    const v = fields[key];
+    if (v === undefined) return fallback;
+    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) {
+      t.fail(
+        "launch",
+        `option "${key}" must be a positive number of seconds; got ${describeValue(v)}.`,
+      );
+    }
+    return v;
+  };
+  const strings = (key: string): string[] => {
+    const v = fields[key];
+    if (v === undefined) return [];
+    if (!Array.isArray(v) || !v.every((a) => typeof a === "string")) {
+      t.fail(
+        "launch",
+        `option "${key}" must be an array of strings (one argument each); got ${describeValue(v)}.`,
+      );
+    }
+    return [...v as string[]];
+  };
+  if (kind === "command") {
+    const argv = strings("argv");
+    if (argv.length === 0) {
+      t.fail(
+        "launch",
+        `of kind "command" needs "argv", the launch command with "{worker}" where the worker command goes, e.g. argv: ["bsub", "-I", "{worker}"].`,
+      );
+    }
+    if (!argv.some((a) => a === "{worker}" || a.includes("{worker_shell}"))) {
+      t.fail(
+        "launch",
+        `option "argv" never says where the worker command goes; got ${
+          describeValue(argv)
+        }. Add "{worker}" as an element (or "{worker_shell}" inside one), e.g. ["bsub", "-I", "{worker}"]; placeholders: ${
+          COMMAND_LAUNCH_PLACEHOLDERS.map((p) => `{${p}}`).join(" ")
+        }.`,
+      );
+    }
+    const settings: CommandLaunchSettings = {
+      kind,
+      argv,
+      startTimeout: seconds("startTimeout", DEFAULT_START_TIMEOUT)!,
+      walltimeMargin: seconds("walltimeMargin", null),
+    };
+    return settings;
+  }
+  const cpus = fields["cpusPerWorker"];
+  if (cpus !== undefined && (!Number.isSafeInteger(cpus) || (cpus as number) < 1)) {
+    t.fail(
+      "launch",
+      `option "cpusPerWorker" must be a whole number of at least 1; got ${describeValue(cpus)}.`,
+    );
+  }
+  const mode = fields["mode"] ?? "auto";
+  if (mode !== "auto" && mode !== "sbatch" && mode !== "srun") {
+    t.fail(
+      "launch",
+      `option "mode" must be "auto", "sbatch" or "srun"; got ${describeValue(mode)}.`,
+    );
+  }
+  const slurm: SlurmLaunchConfig = {
+    kind,
+    partition: text("partition"),
+    account: text("account"),
+    time: text("time"),
+    cpusPerWorker: (cpus as number | undefined) ?? null,
+    memPerWorker: text("memPerWorker"),
+    gres: text("gres"),
+    extraArgs: strings("extraArgs"),
+    mode,
+    walltimeMargin: seconds("walltimeMargin", null),
+  };
+  return slurm;
+}

@@ -1,0 +1,106 @@
+/**
+ * `blockwise worker --connect HOST:PORT`: one remote worker. It connects to the scheduler
+ * (retrying for a while: a job may start before the scheduler listens, or while it is busy),
+ * proves it knows the run's secret, runs the task it is told in a local Web Worker through the
+ * relay, and ends when the scheduler stops it or the connection goes. Everything it says about
+ * itself goes to stderr, which a launcher sends to the worker's log.
+ */
+
+import * as net from "node:net";
+import process from "node:process";
+import { socketChannel } from "../execute/byte_channel.ts";
+import { type RelayEnd, serveWorker } from "../execute/worker_relay.ts";
+import { InputError } from "../errors.ts";
+import { versionLine } from "../version.ts";
+import { formatAddress, type HostPort, parseHostPort } from "./address.ts";
+import { secretFromEnvironment } from "./auth.ts";
+import { CONNECT_ENV, SLOT_ENV } from "./remote_workers.ts";
+import { jobEndTime, walltimeMargin } from "./walltime.ts";
+
+/** How long a worker keeps trying to reach its scheduler. */
+const CONNECT_PATIENCE_MS = 30_000;
+
+export interface RemoteWorkerOptions {
+  /** `--connect`, else BLOCKWISE_CONNECT. */
+  readonly connect?: string;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly log: (message: string) => void;
+}
+
+/** Serve one run; resolves with how the session ended. Bad settings throw InputError. */
+export async function runRemoteWorker(options: RemoteWorkerOptions): Promise<RelayEnd> {
+  const { env } = options;
+  const target = options.connect ?? env[CONNECT_ENV];
+  if (target === undefined || target === "") {
+    throw new InputError(
+      `No scheduler to connect to: pass --connect HOST:PORT (or set ${CONNECT_ENV}); the run prints where it listens`,
+    );
+  }
+  const address = parseHostPort(target, "--connect", false);
+  const slot = env[SLOT_ENV];
+  if (slot === undefined || !/^[0-9a-f]{8,64}$/.test(slot)) {
+    throw new InputError(
+      `No worker slot: ${SLOT_ENV} is ${
+        slot === undefined ? "not set" : `"${slot}"`
+      }; workers are started by the run's launcher (launch: "slurm" or "command"), which sets it`,
+    );
+  }
+  const secret = secretFromEnvironment(env);
+  const endsAt = jobEndTime(env);
+  const socket = await connectWithRetry(address, options.log);
+  options.log(`Connected to the scheduler at ${formatAddress(address)}`);
+  return await serveWorker({
+    channel: socketChannel(socket),
+    client: versionLine(),
+    auth: { secret, slot },
+    log: options.log,
+    ...(endsAt === null ? {} : { walltime: { endsAt, marginSeconds: walltimeMargin(env) } }),
+  });
+}
+
+async function connectWithRetry(
+  address: HostPort,
+  log: (message: string) => void,
+): Promise<net.Socket> {
+  const deadline = Date.now() + CONNECT_PATIENCE_MS;
+  let wait = 200;
+  for (;;) {
+    try {
+      return await connectOnce(address);
+    } catch (error) {
+      if (Date.now() + wait > deadline) {
+        throw new InputError(
+          `Cannot connect to the scheduler at ${formatAddress(address)}: ${
+            (error as Error).message
+          } (tried for ${
+            CONNECT_PATIENCE_MS / 1000
+          } s); check that the run is still going and that this node can reach it (a scheduler on a login node must listen on an address the compute nodes reach: --listen 0.0.0.0:0)`,
+        );
+      }
+      log(`Cannot reach the scheduler yet (${(error as Error).message}); retrying`);
+      await new Promise((r) => setTimeout(r, wait));
+      wait = Math.min(2 * wait, 2000);
+    }
+  }
+}
+
+function connectOnce(address: HostPort): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: address.host, port: address.port });
+    const fail = (error: Error) => {
+      socket.destroy();
+      reject(error);
+    };
+    socket.once("error", fail);
+    socket.setTimeout(10_000, () => fail(new Error("timed out")));
+    socket.once("connect", () => {
+      socket.off("error", fail);
+      socket.setTimeout(0);
+      resolve(socket);
+    });
+  });
+}
+
+export function workerLog(message: string): void {
+  process.stderr.write(`[blockwise worker ${process.pid}] ${message}\n`);
+}

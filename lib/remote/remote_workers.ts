@@ -1,0 +1,218 @@
+/**
+ * The remote half of a run: when a task's workers run elsewhere (`launch: "slurm"`,
+ * `launch: { kind: "command" }`), the run listens for them (`--listen`, loopback by default),
+ * makes the run's secret, and wraps the local executor factory so that those tasks get
+ * `StreamExecutor`s: each launches one worker, waits for it to connect and authenticate on its
+ * slot, then drives it like any other executor. The scheduler stays the only writer of the
+ * ledger: remote workers only run blocks and stage outputs.
+ */
+
+import { createHash, randomBytes } from "node:crypto";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import * as os from "node:os";
+import type { ExecutorFactory, ExecutorSpec } from "../execute/executor.ts";
+import { StreamExecutor } from "../execute/stream_executor.ts";
+import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
+import { defaultLaunch } from "../pipeline/launch_fields.ts";
+import { InputError } from "../errors.ts";
+import { selfCommand } from "../runtime/mod.ts";
+import { newSecret, SECRET_ENV } from "./auth.ts";
+import {
+  connectAddress,
+  formatAddress,
+  type HostPort,
+  isLoopback,
+  parseHostPort,
+} from "./address.ts";
+import { CommandLauncher, type Launcher } from "./launcher.ts";
+import { SlurmLauncher } from "./slurm_launcher.ts";
+import { WorkerServer } from "./worker_server.ts";
+
+export const CONNECT_ENV = "BLOCKWISE_CONNECT";
+export const SLOT_ENV = "BLOCKWISE_WORKER_SLOT";
+export const WALLTIME_MARGIN_ENV = "BLOCKWISE_WALLTIME_MARGIN";
+
+export interface RemoteWorkersOptions {
+  readonly pipeline: PipelineConfig;
+  /** `--listen HOST:PORT`, or undefined for loopback on a port the system picks. */
+  readonly listen?: string;
+  /** `--launcher KIND`: every task's workers this way (a task's own options kept when it matches). */
+  readonly launcher?: LaunchKind;
+  /** Where launched workers' own output goes (start-up errors, notices). */
+  readonly logDir: string;
+  readonly runId: string;
+  readonly log: (message: string) => void;
+  /** How long a connected worker may stay silent before it counts as lost (ms). */
+  readonly leaseMs?: number;
+}
+
+/** Each task's launch after `--launcher`; command tasks always run their blocks here. */
+export function effectiveLaunches(
+  pipeline: PipelineConfig,
+  override: LaunchKind | undefined,
+): LaunchConfig[] {
+  return pipeline.tasks.map((task) => {
+    if (override === undefined || task.kind === "command") return task.launch;
+    if (task.launch.kind === override) return task.launch;
+    if (override === "command") {
+      throw new InputError(
+        `--launcher command needs the launch command of task "${task.id}": give the task launch: { kind: "command", argv: ["bsub", "-I", "{worker}"] } (its kind is "${task.launch.kind}" now)`,
+      );
+    }
+    return defaultLaunch(override);
+  });
+}
+
+export class RemoteWorkers {
+  readonly #o: RemoteWorkersOptions;
+  readonly #server: WorkerServer;
+  readonly #secret: string;
+  readonly #connect: HostPort;
+  readonly #sha256: string;
+  readonly #launchers: (Launcher | null)[];
+  readonly #launches: LaunchConfig[];
+
+  private constructor(
+    options: RemoteWorkersOptions,
+    server: WorkerServer,
+    secret: string,
+    launches: LaunchConfig[],
+    launchers: (Launcher | null)[],
+  ) {
+    this.#o = options;
+    this.#server = server;
+    this.#secret = secret;
+    this.#launches = launches;
+    this.#launchers = launchers;
+    this.#connect = connectAddress(server.address);
+    this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
+      "hex",
+    );
+  }
+
+  /** Null when every task's workers run here (nothing to listen for). */
+  static async open(options: RemoteWorkersOptions): Promise<RemoteWorkers | null> {
+    const launches = effectiveLaunches(options.pipeline, options.launcher);
+    if (launches.every((l) => l.kind === "local")) return null;
+    const listen = options.listen === undefined
+      ? { host: "127.0.0.1", port: 0 }
+      : parseHostPort(options.listen, "--listen", true);
+    const launchers = launches.map((l) => makeLauncher(l, options));
+    const secret = newSecret();
+    let server: WorkerServer;
+    try {
+      server = await WorkerServer.start({ listen, secret, log: options.log });
+    } catch (error) {
+      await Promise.all(launchers.map((l) => l?.close()));
+      throw new InputError(
+        `Cannot listen for workers on ${formatAddress(listen)}: ${
+          (error as Error).message
+        }; choose another --listen HOST:PORT (port 0 picks a free one)`,
+      );
+    }
+    const remote = new RemoteWorkers(options, server, secret, launches, launchers);
+    const where = formatAddress(remote.#connect);
+    options.log(
+      `Listening for remote workers on ${
+        formatAddress(server.address)
+      } (workers connect to ${where})`,
+    );
+    if (isLoopback(listen.host) && launches.some((l) => l.kind === "slurm")) {
+      options.log(
+        `warning: listening on loopback only: SLURM workers on other nodes cannot connect; use --listen 0.0.0.0:0 (or this node's address) on a multi-node cluster`,
+      );
+    }
+    return remote;
+  }
+
+  /** Where workers connect (for messages and tests). */
+  get connectAddress(): HostPort {
+    return this.#connect;
+  }
+
+  get server(): WorkerServer {
+    return this.#server;
+  }
+
+  /** Executors for tasks whose workers are remote; `local` makes the others. */
+  factory(local: ExecutorFactory): ExecutorFactory {
+    return (spec) => {
+      const launcher = this.#launchers[spec.task] ?? null;
+      return launcher === null ? local(spec) : this.#launch(spec, launcher);
+    };
+  }
+
+  #launch(spec: ExecutorSpec, launcher: Launcher): StreamExecutor {
+    const slot = randomBytes(16).toString("hex");
+    const launch = this.#launches[spec.task]!;
+    const env: Record<string, string> = {
+      [SECRET_ENV]: this.#secret,
+      [SLOT_ENV]: slot,
+      [CONNECT_ENV]: formatAddress(this.#connect),
+    };
+    if (launch.kind !== "local" && launch.walltimeMargin !== null) {
+      env[WALLTIME_MARGIN_ENV] = String(launch.walltimeMargin);
+    }
+    let unexpect = (): void => {};
+    const handle = launcher.launch({
+      taskId: spec.config.id,
+      workerId: spec.id,
+      argv: workerArgv(spec.config, formatAddress(this.#connect)),
+      env,
+      logDir: this.#o.logDir,
+    });
+    const executor = new StreamExecutor({
+      spec,
+      channel: null,
+      pipelineSha256: this.#sha256,
+      launch: handle,
+      ...(this.#o.leaseMs === undefined ? {} : { leaseMs: this.#o.leaseMs }),
+      ...(launcher.connectTimeoutMs === undefined
+        ? {}
+        : { connectTimeoutMs: launcher.connectTimeoutMs }),
+      onEnd: () => unexpect(),
+    });
+    unexpect = this.#server.expect(slot, (channel, hello) => executor.attach(channel, hello));
+    return executor;
+  }
+
+  /** The process exits at once (a second signal): cancel every launch, synchronously. */
+  abort(): void {
+    for (const l of this.#launchers) l?.abort();
+  }
+
+  /** Cancel every launch still alive, stop listening. */
+  async close(): Promise<void> {
+    await Promise.all(this.#launchers.map((l) => l?.close()));
+    await this.#server.close();
+  }
+}
+
+/** The worker program for a task: this blockwise in worker mode. */
+function workerArgv(config: TaskConfig, connect: string): string[] {
+  switch (config.kind) {
+    case "process":
+      return [...selfCommand(), "worker", "--connect", connect];
+    case "command":
+      throw new Error(`Internal error: command task "${config.id}" has remote workers`);
+  }
+}
+
+function makeLauncher(launch: LaunchConfig, options: RemoteWorkersOptions): Launcher | null {
+  switch (launch.kind) {
+    case "local":
+      return null;
+    case "slurm":
+      return new SlurmLauncher(launch, { logDir: options.logDir, runId: options.runId });
+    case "command":
+      return new CommandLauncher(launch);
+  }
+}
+
+/** Where launched workers' logs go when the run names no --log-dir. */
+export function defaultWorkerLogDir(trackingDir: string | null, runId: string): string {
+  return trackingDir !== null
+    ? join(trackingDir, ".workers", runId)
+    : join(os.tmpdir(), `blockwise-workers-${runId}`);
+}

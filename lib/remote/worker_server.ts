@@ -1,0 +1,257 @@
+/**
+ * Where remote workers connect: a TCP listener that admits a connection only after the worker
+ * proves it knows the run's secret (HMAC challenge-response, `auth.ts`) and claims a slot the
+ * run launched a worker for. Everything before that is a stranger: frames are capped small, the
+ * whole handshake has a deadline (a slow-loris client is dropped), the number of connections
+ * still in their handshake is bounded, and every refusal is logged and closed without touching
+ * the run. An admitted connection is handed to the executor that waits on its slot.
+ */
+
+import * as net from "node:net";
+import { type ByteChannel, socketChannel } from "../execute/byte_channel.ts";
+import {
+  encodeFrame,
+  type FrameDecoder,
+  schedulerSideDecoder,
+  type SessionFrame,
+} from "../execute/protocol/frames.ts";
+import {
+  type FromWorker,
+  type HelloMessage,
+  PROTOCOL_VERSION,
+} from "../execute/protocol/messages.ts";
+import { isNonce, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
+import type { HostPort } from "./address.ts";
+
+/** Frames before authentication are small: a hello and an auth fit easily. */
+export const HANDSHAKE_FRAME_CAP = 16 * 1024;
+export const DEFAULT_HANDSHAKE_MS = 10_000;
+export const DEFAULT_MAX_HANDSHAKES = 64;
+
+/** Hands an admitted connection over; returns false when nobody wants it any more. */
+export type SlotClaim = (channel: ByteChannel, hello: HelloMessage) => boolean;
+
+export interface WorkerServerOptions {
+  readonly listen: HostPort;
+  readonly secret: string;
+  /** Refusals and other notices (a stranger on the network is worth a line, never a crash). */
+  readonly log: (message: string) => void;
+  readonly handshakeMs?: number;
+  readonly maxHandshakes?: number;
+  /** Starts the handshake deadline; returns its cancel (tests inject a manual one). */
+  readonly deadline?: (ms: number, expire: () => void) => () => void;
+}
+
+const realDeadline = (ms: number, expire: () => void): () => void => {
+  const timer = setTimeout(expire, ms);
+  return () => clearTimeout(timer);
+};
+
+export class WorkerServer {
+  readonly #o: WorkerServerOptions;
+  readonly #server: net.Server;
+  readonly #slots = new Map<string, SlotClaim>();
+  readonly #handshakes = new Set<net.Socket>();
+  #refused = 0;
+
+  private constructor(options: WorkerServerOptions, server: net.Server) {
+    this.#o = options;
+    this.#server = server;
+    server.on("connection", (socket) => this.#accept(socket));
+  }
+
+  /** Listen where told; refuses (InputError-worthy message) when the address cannot be used. */
+  static start(options: WorkerServerOptions): Promise<WorkerServer> {
+    return new Promise((resolve, reject) => {
+      const server = net.createServer();
+      const onError = (error: Error) => reject(error);
+      server.once("error", onError);
+      server.listen(options.listen.port, options.listen.host, () => {
+        server.off("error", onError);
+        server.on("error", (error) => options.log(`The worker server failed: ${error.message}`));
+        resolve(new WorkerServer(options, server));
+      });
+    });
+  }
+
+  /** The address actually bound (the port the system chose for port 0). */
+  get address(): HostPort {
+    const a = this.#server.address();
+    if (a === null || typeof a === "string") throw new Error("The worker server is not bound");
+    return { host: a.address, port: a.port };
+  }
+
+  /** Connections refused so far (wrong secret, garbage, too slow, ...). */
+  get refused(): number {
+    return this.#refused;
+  }
+
+  /** Wait for the worker launched with `slot`; returns the function that stops waiting. */
+  expect(slot: string, claim: SlotClaim): () => void {
+    this.#slots.set(slot, claim);
+    return () => {
+      if (this.#slots.get(slot) === claim) this.#slots.delete(slot);
+    };
+  }
+
+  close(): Promise<void> {
+    for (const socket of this.#handshakes) socket.destroy();
+    this.#handshakes.clear();
+    this.#slots.clear();
+    return new Promise((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #accept(socket: net.Socket): void {
+    const peer = `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`;
+    const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
+    if (this.#handshakes.size >= max) {
+      this.#refuse(socket, peer, `${max} other connections are still in their handshake`, false);
+      return;
+    }
+    socket.setNoDelay(true);
+    this.#handshakes.add(socket);
+    const ms = this.#o.handshakeMs ?? DEFAULT_HANDSHAKE_MS;
+    new Handshake(socket, this.#o.secret, ms, this.#o.deadline ?? realDeadline, {
+      admitted: (hello) => this.#admit(socket, peer, hello),
+      refused: (why, tell) => this.#refuse(socket, peer, why, tell),
+    });
+  }
+
+  #admit(socket: net.Socket, peer: string, hello: HelloMessage): void {
+    this.#handshakes.delete(socket);
+    const slot = hello.slot ?? "";
+    const claim = this.#slots.get(slot);
+    if (claim === undefined) {
+      this.#refuse(
+        socket,
+        peer,
+        `worker ${hello.host}:${hello.pid} claims slot ${
+          JSON.stringify(slot.slice(0, 40))
+        }, which no worker of this run waits on (a worker that lost its connection does not come back: the run starts a new one)`,
+        true,
+      );
+      return;
+    }
+    this.#slots.delete(slot);
+    if (!claim(socketChannel(socket), hello)) {
+      this.#refuse(socket, peer, `the worker for slot ${slot} is no longer wanted`, true);
+    }
+  }
+
+  #refuse(socket: net.Socket, peer: string, why: string, tell: boolean): void {
+    this.#handshakes.delete(socket);
+    this.#refused++;
+    this.#o.log(`Refused a worker connection from ${peer}: ${why}`);
+    if (tell && !socket.destroyed) {
+      socket.end(encodeFrame({ kind: "error", message: `refused: ${why}` }));
+      setTimeout(() => socket.destroy(), 1000).unref?.();
+    } else socket.destroy();
+  }
+}
+
+interface HandshakeEnd {
+  admitted(hello: HelloMessage): void;
+  /** `tell`: send the peer an error frame first (it spoke the protocol). */
+  refused(why: string, tell: boolean): void;
+}
+
+/**
+ * One connection's handshake: hello (protocol, slot, worker nonce) -> challenge (scheduler
+ * nonce, proof) -> auth (worker proof). Any other frame, a frame over the cap, bytes that are not
+ * frames, a wrong proof or the deadline passing refuses the connection.
+ */
+class Handshake {
+  readonly #socket: net.Socket;
+  readonly #secret: string;
+  readonly #end: HandshakeEnd;
+  readonly #decoder: FrameDecoder<FromWorker | SessionFrame> = schedulerSideDecoder(
+    HANDSHAKE_FRAME_CAP,
+  );
+  readonly #nonce = newNonce();
+  readonly #cancelDeadline: () => void;
+  readonly #onData = (chunk: Uint8Array) => this.#data(chunk);
+  readonly #onClose = () => this.#finish(null, "it closed the connection during the handshake");
+  #hello: HelloMessage | null = null;
+  #done = false;
+
+  constructor(
+    socket: net.Socket,
+    secret: string,
+    ms: number,
+    deadline: (ms: number, expire: () => void) => () => void,
+    end: HandshakeEnd,
+  ) {
+    this.#socket = socket;
+    this.#secret = secret;
+    this.#end = end;
+    this.#cancelDeadline = deadline(
+      ms,
+      () => this.#finish(null, `no complete handshake within ${ms / 1000} s`),
+    );
+    socket.on("data", this.#onData);
+    socket.on("close", this.#onClose);
+    socket.on("error", () => {}); // "close" follows and refuses
+  }
+
+  #data(chunk: Uint8Array): void {
+    if (this.#done) return;
+    let messages: (FromWorker | SessionFrame)[];
+    try {
+      messages = this.#decoder.push(chunk);
+    } catch (error) {
+      this.#finish(null, `it does not speak the blockwise protocol: ${(error as Error).message}`);
+      return;
+    }
+    messages.forEach((m, i) => {
+      if (!this.#done) this.#message(m, i === messages.length - 1);
+    });
+  }
+
+  #message(m: FromWorker | SessionFrame, last: boolean): void {
+    if (this.#hello === null) {
+      if (m.kind !== "hello") return this.#finish(null, `it sent "${m.kind}" before "hello"`, true);
+      if (m.protocol !== PROTOCOL_VERSION) {
+        return this.#finish(
+          null,
+          `it speaks protocol ${m.protocol} but this blockwise speaks ${PROTOCOL_VERSION}; run the same blockwise version on both sides`,
+          true,
+        );
+      }
+      if (m.slot === undefined || m.nonce === undefined || !isNonce(m.nonce)) {
+        return this.#finish(
+          null,
+          `its hello has no slot and nonce; a remote worker must be started by blockwise's launcher (blockwise worker --connect, with BLOCKWISE_WORKER_SLOT set)`,
+          true,
+        );
+      }
+      this.#hello = m;
+      this.#socket.write(encodeFrame({
+        kind: "challenge",
+        nonce: this.#nonce,
+        proof: schedulerProof(this.#secret, m.nonce, this.#nonce),
+      }));
+      return;
+    }
+    if (m.kind !== "auth") return this.#finish(null, `it sent "${m.kind}" instead of "auth"`, true);
+    const hello = this.#hello;
+    const expected = workerProof(this.#secret, this.#nonce, hello.nonce!, hello.slot!);
+    if (!sameMac(m.mac, expected)) {
+      return this.#finish(null, "wrong secret (its proof does not match this run's)", true);
+    }
+    // A worker sends nothing after auth until it gets init: more frames now break the protocol.
+    if (!last || this.#decoder.buffered > 0) {
+      return this.#finish(null, "it sent frames after auth before receiving init", true);
+    }
+    this.#finish(hello, "");
+  }
+
+  #finish(hello: HelloMessage | null, why: string, tell = false): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#cancelDeadline();
+    this.#socket.off("data", this.#onData);
+    this.#socket.off("close", this.#onClose);
+    if (hello !== null) this.#end.admitted(hello);
+    else this.#end.refused(why, tell);
+  }
+}

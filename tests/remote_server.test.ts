@@ -1,0 +1,373 @@
+/**
+ * The worker server's handshake against real TCP clients on loopback: a worker with the run's
+ * secret is admitted on its slot; a wrong secret, a frame over the handshake cap, bytes that are
+ * not frames, another protocol version, a client that never finishes (slow-loris, on a manual
+ * deadline), a slot nobody waits on or one already taken, and frames sent before init are each
+ * refused, logged, and leave the server serving. The worker side refuses a scheduler that cannot
+ * prove the secret. Also the secret's transport: environment or a private file, never argv.
+ */
+
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as path from "node:path";
+import {
+  encodeFrame,
+  type FrameDecoder,
+  workerSideDecoder,
+} from "../lib/execute/protocol/frames.ts";
+import { PROTOCOL_VERSION } from "../lib/execute/protocol/messages.ts";
+import type { ToWorker } from "../lib/execute/protocol/messages.ts";
+import type { SessionFrame } from "../lib/execute/protocol/frames.ts";
+import {
+  newNonce,
+  newSecret,
+  schedulerProof,
+  secretFromEnvironment,
+  workerProof,
+  writeSecretFile,
+} from "../lib/remote/auth.ts";
+import { WorkerServer } from "../lib/remote/worker_server.ts";
+import { parseHostPort } from "../lib/remote/address.ts";
+import { socketChannel } from "../lib/execute/byte_channel.ts";
+import { serveWorker } from "../lib/execute/worker_relay.ts";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+
+const newDir = scratchDirs("remote-server");
+const SLOT = "0123456789abcdef0123456789abcdef";
+
+interface Rig {
+  readonly server: WorkerServer;
+  readonly secret: string;
+  readonly log: string[];
+  readonly claimed: { slot: string; host: string }[];
+  /** Expire every pending handshake deadline (the manual slow-loris clock). */
+  expireDeadlines(): void;
+}
+
+const servers: WorkerServer[] = [];
+after(async () => {
+  for (const s of servers) await s.close();
+});
+
+async function startServer(options: { maxHandshakes?: number } = {}): Promise<Rig> {
+  const secret = newSecret();
+  const log: string[] = [];
+  const claimed: { slot: string; host: string }[] = [];
+  const deadlines = new Set<() => void>();
+  const server = await WorkerServer.start({
+    listen: { host: "127.0.0.1", port: 0 },
+    secret,
+    log: (m) => log.push(m),
+    deadline: (_ms, expire) => {
+      deadlines.add(expire);
+      return () => deadlines.delete(expire);
+    },
+    ...options,
+  });
+  servers.push(server);
+  server.expect(SLOT, (channel, hello) => {
+    claimed.push({ slot: hello.slot ?? "", host: hello.host });
+    channel.write(encodeFrame({ kind: "stop" }));
+    return true;
+  });
+  return {
+    server,
+    secret,
+    log,
+    claimed,
+    expireDeadlines: () => {
+      for (const d of [...deadlines]) d();
+    },
+  };
+}
+
+/** A raw client: sends bytes, collects decoded frames, knows when the server closed it. */
+class Client {
+  readonly socket: net.Socket;
+  readonly frames: (ToWorker | SessionFrame)[] = [];
+  readonly closed: Promise<void>;
+  readonly #decoder: FrameDecoder<ToWorker | SessionFrame> = workerSideDecoder();
+  readonly #waiters: (() => void)[] = [];
+
+  constructor(port: number) {
+    this.socket = net.connect({ host: "127.0.0.1", port });
+    this.socket.on("data", (chunk: Uint8Array) => {
+      this.frames.push(...this.#decoder.push(chunk));
+      for (const w of this.#waiters.splice(0)) w();
+    });
+    this.socket.on("error", () => {});
+    this.closed = new Promise((resolve) => this.socket.on("close", () => resolve()));
+  }
+
+  connected(): Promise<void> {
+    return new Promise((resolve) => this.socket.once("connect", () => resolve()));
+  }
+
+  async frame(kind: string): Promise<ToWorker | SessionFrame> {
+    for (;;) {
+      const f = this.frames.find((x) => x.kind === kind);
+      if (f !== undefined) return f;
+      const closed = this.socket.destroyed;
+      if (closed) {
+        throw new Error(`closed without a "${kind}" frame: ${JSON.stringify(this.frames)}`);
+      }
+      await Promise.race([new Promise<void>((r) => this.#waiters.push(r)), this.closed]);
+    }
+  }
+
+  send(bytes: Uint8Array): void {
+    this.socket.write(bytes);
+  }
+
+  hello(nonce: string, slot = SLOT, protocol = PROTOCOL_VERSION): void {
+    this.send(
+      encodeFrame({ kind: "hello", protocol, client: "test", pid: 1, host: "h", slot, nonce }),
+    );
+  }
+}
+
+/** A full handshake with `secret`; returns the client after sending auth. */
+async function handshake(rig: Rig, secret: string, slot = SLOT): Promise<Client> {
+  const c = new Client(rig.server.address.port);
+  await c.connected();
+  const nonce = newNonce();
+  c.hello(nonce, slot);
+  const challenge = await c.frame("challenge");
+  assert.equal(challenge.kind, "challenge");
+  if (challenge.kind !== "challenge") throw new Error("unreachable");
+  assert.equal(challenge.proof, schedulerProof(rig.secret, nonce, challenge.nonce));
+  c.send(encodeFrame({ kind: "auth", mac: workerProof(secret, challenge.nonce, nonce, slot) }));
+  return c;
+}
+
+function errorText(frame: ToWorker | SessionFrame): string {
+  assert.equal(frame.kind, "error");
+  return frame.kind === "error" ? frame.message : "";
+}
+
+async function refusedWith(rig: Rig, pattern: RegExp): Promise<void> {
+  for (let i = 0; i < 200 && !rig.log.some((l) => pattern.test(l)); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.ok(
+    rig.log.some((l) => pattern.test(l)),
+    `no log line matches ${pattern}: ${rig.log.join("\n")}`,
+  );
+}
+
+describe("worker server handshake", () => {
+  it("admits a worker that proves the secret and hands its connection to its slot", async () => {
+    const rig = await startServer();
+    const c = await handshake(rig, rig.secret);
+    assert.equal((await c.frame("stop")).kind, "stop", "the slot's executor got the connection");
+    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
+    assert.equal(rig.server.refused, 0);
+    c.socket.destroy();
+  });
+
+  it("refuses a wrong secret, tells the client and logs it; the slot still waits for its worker", async () => {
+    const rig = await startServer();
+    const bad = await handshake(rig, newSecret());
+    const error = await bad.frame("error");
+    assert.match(errorText(error), /wrong secret/);
+    await bad.closed;
+    await refusedWith(rig, /^Refused a worker connection from 127\.0\.0\.1:\d+: wrong secret/);
+    assert.deepEqual(rig.claimed, []);
+    const good = await handshake(rig, rig.secret);
+    await good.frame("stop");
+    assert.equal(rig.claimed.length, 1);
+    good.socket.destroy();
+  });
+
+  it("refuses a frame over the handshake cap as soon as its length arrives", async () => {
+    const rig = await startServer();
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    const header = new Uint8Array(4);
+    new DataView(header.buffer).setUint32(0, 50 * 1024 * 1024, true);
+    c.send(header);
+    await c.closed;
+    await refusedWith(
+      rig,
+      /does not speak the blockwise protocol: A frame of 52428800 bytes exceeds the cap/,
+    );
+  });
+
+  it("refuses bytes that are not frames", async () => {
+    const rig = await startServer();
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    c.send(new TextEncoder().encode("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    await c.closed;
+    await refusedWith(rig, /does not speak the blockwise protocol/);
+    assert.equal(rig.server.refused, 1);
+  });
+
+  it("drops a client that does not finish its handshake in time (slow-loris)", async () => {
+    const rig = await startServer();
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    const frame = encodeFrame({
+      kind: "hello",
+      protocol: PROTOCOL_VERSION,
+      client: "slow",
+      pid: 1,
+      host: "h",
+      slot: SLOT,
+      nonce: newNonce(),
+    });
+    c.send(frame.subarray(0, 3)); // a few bytes, then nothing
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(c.socket.destroyed, false);
+    rig.expireDeadlines();
+    await c.closed;
+    await refusedWith(rig, /no complete handshake within 10 s/);
+  });
+
+  it("refuses another protocol version, naming both", async () => {
+    const rig = await startServer();
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    c.hello(newNonce(), SLOT, PROTOCOL_VERSION + 1);
+    const error = await c.frame("error");
+    assert.match(
+      errorText(error),
+      new RegExp(`protocol ${PROTOCOL_VERSION + 1} but this blockwise speaks ${PROTOCOL_VERSION}`),
+    );
+    await c.closed;
+  });
+
+  it("refuses a slot nobody waits on, and a second worker on a slot already taken", async () => {
+    const rig = await startServer();
+    const stranger = await handshake(rig, rig.secret, "ffffffffffffffffffffffffffffffff");
+    assert.match(errorText(await stranger.frame("error")), /no worker of this run waits on/);
+    const first = await handshake(rig, rig.secret);
+    await first.frame("stop");
+    const again = await handshake(rig, rig.secret);
+    assert.match(errorText(await again.frame("error")), /no worker of this run waits on/);
+    assert.equal(rig.claimed.length, 1, "a reconnecting worker is not the old one");
+    first.socket.destroy();
+  });
+
+  it("refuses a hello without slot and nonce, and frames sent before hello", async () => {
+    const rig = await startServer();
+    const a = new Client(rig.server.address.port);
+    await a.connected();
+    a.send(
+      encodeFrame({ kind: "hello", protocol: PROTOCOL_VERSION, client: "c", pid: 1, host: "h" }),
+    );
+    assert.match(errorText(await a.frame("error")), /no slot and nonce/);
+    const b = new Client(rig.server.address.port);
+    await b.connected();
+    b.send(encodeFrame({ kind: "ready" }));
+    assert.match(errorText(await b.frame("error")), /sent "ready" before "hello"/);
+  });
+
+  it("refuses frames sent after auth before init", async () => {
+    const rig = await startServer();
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    const nonce = newNonce();
+    c.hello(nonce);
+    const challenge = await c.frame("challenge");
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    const auth = encodeFrame({
+      kind: "auth",
+      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
+    });
+    const extra = encodeFrame({ kind: "ready" });
+    const both = new Uint8Array(auth.length + extra.length);
+    both.set(auth);
+    both.set(extra, auth.length);
+    c.send(both);
+    assert.match(errorText(await c.frame("error")), /frames after auth before receiving init/);
+    assert.deepEqual(rig.claimed, []);
+  });
+
+  it("bounds the connections still in their handshake", async () => {
+    const rig = await startServer({ maxHandshakes: 2 });
+    const a = new Client(rig.server.address.port);
+    const b = new Client(rig.server.address.port);
+    await Promise.all([a.connected(), b.connected()]);
+    const c = new Client(rig.server.address.port);
+    await c.closed;
+    await refusedWith(rig, /2 other connections are still in their handshake/);
+    rig.expireDeadlines();
+    await Promise.all([a.closed, b.closed]);
+    const good = await handshake(rig, rig.secret);
+    await good.frame("stop");
+    good.socket.destroy();
+  });
+});
+
+describe("a worker's side of the handshake", () => {
+  it("refuses a scheduler that cannot prove it knows the secret, and runs nothing", async () => {
+    const log: string[] = [];
+    const fake = net.createServer((socket) => {
+      const decoder = workerSideDecoder();
+      socket.on("data", () => {
+        socket.write(encodeFrame({ kind: "challenge", nonce: newNonce(), proof: "00".repeat(32) }));
+      });
+      void decoder;
+    });
+    await new Promise<void>((r) => fake.listen(0, "127.0.0.1", () => r()));
+    const port = (fake.address() as net.AddressInfo).port;
+    const socket = net.connect({ host: "127.0.0.1", port });
+    await new Promise<void>((r) => socket.once("connect", () => r()));
+    const end = await serveWorker({
+      channel: socketChannel(socket),
+      client: "test worker",
+      auth: { secret: newSecret(), slot: SLOT },
+      log: (m) => log.push(m),
+    });
+    assert.equal(end.stopped, false);
+    assert.ok(
+      log.some((l) => /could not prove it knows this run's secret/.test(l)),
+      log.join("\n"),
+    );
+    await new Promise<void>((r) => fake.close(() => r()));
+  });
+});
+
+describe("the secret's transport", () => {
+  it("reads BLOCKWISE_SECRET, or a private BLOCKWISE_SECRET_FILE", () => {
+    const secret = newSecret();
+    assert.equal(secretFromEnvironment({ BLOCKWISE_SECRET: secret }), secret);
+    const dir = newDir("secret");
+    const file = writeSecretFile(path.join(dir, "secret"), secret);
+    assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+    assert.equal(secretFromEnvironment({ BLOCKWISE_SECRET_FILE: file }), secret);
+  });
+
+  it("refuses a secret file others can read, a malformed secret, and none at all", () => {
+    const dir = newDir("secret");
+    const file = path.join(dir, "open");
+    fs.writeFileSync(file, newSecret());
+    fs.chmodSync(file, 0o644);
+    assert.throws(
+      () => secretFromEnvironment({ BLOCKWISE_SECRET_FILE: file }),
+      /can be read by other users \(mode 644\); make it private with chmod 600/,
+    );
+    assert.throws(
+      () => secretFromEnvironment({ BLOCKWISE_SECRET: "hunter2" }),
+      /is not 64 hex digits \(got 7 characters\)/,
+    );
+    assert.throws(
+      () => secretFromEnvironment({}),
+      /neither BLOCKWISE_SECRET nor BLOCKWISE_SECRET_FILE is set/,
+    );
+  });
+
+  it("parses listen and connect addresses and names bad ones", () => {
+    assert.deepEqual(parseHostPort("0.0.0.0:0", "--listen", true), { host: "0.0.0.0", port: 0 });
+    assert.deepEqual(parseHostPort("[::1]:7000", "--connect", false), { host: "::1", port: 7000 });
+    assert.throws(() => parseHostPort("node12", "--connect", false), /"node12" is not HOST:PORT/);
+    assert.throws(
+      () => parseHostPort("node12:0", "--connect", false),
+      /port 0, which is not 1-65535/,
+    );
+    assert.throws(() => parseHostPort("a:70000", "--listen", true), /port 70000/);
+  });
+});
