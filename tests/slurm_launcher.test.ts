@@ -399,6 +399,33 @@ describe("SlurmLauncher", () => {
     assert.equal(last.at(-1), "2");
   });
 
+  it("closing waits while a job is COMPLETING (its processes still being cleaned up)", async () => {
+    const runner = new ScriptedRunner();
+    runner.answers.set("sbatch", () => ok("9\n"));
+    const states = ["RUNNING", "RUNNING", "COMPLETING", "COMPLETING", "COMPLETED"];
+    runner.answers.set(
+      "squeue",
+      () => ok(`9|${states.length > 1 ? states.shift() : states[0]}|None\n`),
+    );
+    let cancelled = false;
+    runner.answers.set("scancel", () => {
+      cancelled = true;
+      return ok("");
+    });
+    const { launcher } = launcherWith(runner);
+    const launch = launcher.launch(spec(newDir("logs")));
+    await settle();
+    await launcher.poll();
+    assert.equal(launch.phase(), "running");
+    await launcher.poll();
+    await launcher.poll();
+    // No worker comes from a completing job, but it is not gone yet.
+    assert.equal(launch.phase(), "ended");
+    await launcher.close();
+    assert.equal(cancelled, false);
+    assert.equal(states.length, 1, "close polled until the job was COMPLETED");
+  });
+
   it("abort: one synchronous scancel of every job still alive", async () => {
     const runner = new ScriptedRunner();
     let next = 1;

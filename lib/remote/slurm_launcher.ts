@@ -70,6 +70,8 @@ class SbatchLaunch implements LaunchHandle {
   #jobId: string | null = null;
   #status: JobStatus | null = null;
   #ended = false;
+  /** Gone for good: not even COMPLETING (its processes being cleaned up) any more. */
+  #settled = false;
   #reason = "";
   #cancelled = false;
   /** Resolves once sbatch returned (with a job or not). */
@@ -79,27 +81,36 @@ class SbatchLaunch implements LaunchHandle {
     this.#owner = owner;
     this.#logPattern = logPattern;
     this.submitted = submission.then((result) => {
-      if (result instanceof Error) return this.#end(result.message);
+      if (result instanceof Error) {
+        this.#settled = true;
+        return this.#end(result.message);
+      }
       this.#jobId = result;
       if (this.#cancelled) this.#owner.scancel([result]);
     });
   }
 
   get label(): string {
-    return this.#jobId === null ? "SLURM job (being submitted)" : `SLURM job ${this.#jobId}`;
+    if (this.#jobId !== null) return `SLURM job ${this.#jobId}`;
+    return this.#ended ? "the SLURM job submission" : "SLURM job (being submitted)";
   }
 
   get jobId(): string | null {
     return this.#jobId;
   }
 
-  get ended(): boolean {
-    return this.#ended;
+  get settled(): boolean {
+    return this.#settled;
   }
 
-  /** Still to be cancelled when the run ends: submitted and not known to have ended. */
-  get alive(): boolean {
+  /** Its worker may still start: submitted and not known to have ended (scancel it). */
+  get live(): boolean {
     return !this.#ended && this.#jobId !== null;
+  }
+
+  /** Still listed by squeue as active (closing waits for these). */
+  get alive(): boolean {
+    return !this.#settled && this.#jobId !== null;
   }
 
   phase(): "queued" | "running" | "ended" {
@@ -121,7 +132,12 @@ class SbatchLaunch implements LaunchHandle {
 
   /** What one squeue said about this job: its status, or null when it was not listed. */
   observe(status: JobStatus | null): void {
-    if (this.#ended) return;
+    if (this.#settled) return;
+    if (
+      status === null || (phaseOfState(status.state) === "ended" && status.state !== "COMPLETING")
+    ) {
+      this.#settled = true;
+    }
     const log = this.#jobId === null
       ? ""
       : `; its output: ${logPathOf(this.#logPattern, this.#jobId)}`;
@@ -129,6 +145,7 @@ class SbatchLaunch implements LaunchHandle {
       this.#end(`it is no longer listed by squeue (it ended)${log}`);
       return;
     }
+    if (this.#ended) return;
     this.#status = status;
     if (phaseOfState(status.state) === "ended") {
       const reason = status.reason === "" || status.reason === "None" ? "" : ` (${status.reason})`;
@@ -260,7 +277,7 @@ export class SlurmLauncher implements Launcher {
   }
 
   #forgetEnded(): void {
-    for (const job of this.#jobs) if (job.ended) this.#jobs.delete(job);
+    for (const job of this.#jobs) if (job.settled) this.#jobs.delete(job);
   }
 
   /** Jobs and steps still to end, after every submission returned. */
@@ -274,7 +291,7 @@ export class SlurmLauncher implements Launcher {
     // Stopped workers exit on their own; give them a moment before cancelling what is left.
     const graceEnd = this.#now() + EXIT_GRACE_MS;
     await this.#pollUntil(graceEnd, steps);
-    this.scancel(this.#aliveJobs().map((j) => j.jobId!));
+    this.scancel([...this.#jobs].filter((j) => j.live).map((j) => j.jobId!));
     for (const s of steps) s.cancel();
     await this.#pollUntil(this.#now() + CANCEL_WAIT_MS, steps);
     await Promise.all([...this.#cancelling]);
