@@ -227,51 +227,72 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     assert.deepEqual(activeJobs(["sa", "sb"]), []);
   });
 
-  it("run inside an allocation: workers are srun steps of the run's own job", {
-    skip,
-  }, async () => {
-    const dir = newDir("steps");
-    const file = pipeline(dir, [{ id: "st", blocks: 16, launch: `"slurm"` }], 20);
-    const command = [BUN, MAIN, "run", file, "--tracking-dir", path.join(dir, "tracking")]
-      .map(shellQuote).join(" ");
-    // Submitted and then watched here: sbatch --wait polls every few seconds, far slower.
-    const r = spawnSync(
-      "sbatch",
-      [
-        "--parsable",
-        "--ntasks=2",
-        "--job-name=blockwise-test-alloc",
-        `--output=${path.join(dir, "alloc.log")}`,
-        `--wrap=${command} --no-progress`,
-      ],
-      { cwd: dir, encoding: "utf8", timeout: 60_000 },
-    );
-    assert.equal(r.status, 0, r.stderr);
-    const allocation = r.stdout.trim();
-    let state = "";
-    await pollUntil(
-      () => {
-        const q = spawnSync("squeue", ["-h", "-t", "all", "-j", allocation, "-o", "%T"], {
-          encoding: "utf8",
-        });
-        state = q.stdout.trim();
-        return q.status !== 0 || !/^(PENDING|CONFIGURING|RUNNING|COMPLETING)$/.test(state);
-      },
-      `the run's own job ${allocation} to end`,
-      90_000,
-    );
-    const log = fs.readFileSync(path.join(dir, "alloc.log"), "utf8");
-    assert.equal(state, "COMPLETED", log);
-    assert.match(log, /All 16 blocks completed/);
-    const all = calls(dir);
-    assertOnce(all, "st", 16);
-    for (const c of all) {
-      assert.equal(c.job, allocation, JSON.stringify(c));
-      assert.match(c.step ?? "", /^\d+$/, JSON.stringify(c));
-    }
-    assert.ok(new Set(all.map((c) => c.step)).size >= 1);
-    assert.equal(ledger(dir).get("st")?.done, 16);
-  });
+  it(
+    "run inside an allocation: workers are srun steps of the run's own job; a step that waits for room is queued",
+    {
+      skip,
+    },
+    async () => {
+      const dir = newDir("steps");
+      // Three workers in a two-task allocation: one step waits until another ends.
+      const file = pipeline(dir, [{ id: "st", blocks: 24, launch: `"slurm"` }], 60, 3);
+      const events = path.join(dir, "events.jsonl");
+      const command = [
+        BUN,
+        MAIN,
+        "run",
+        file,
+        "--tracking-dir",
+        path.join(dir, "tracking"),
+        "--events",
+        events,
+      ].map(shellQuote).join(" ");
+      // Submitted and then watched here: sbatch --wait polls every few seconds, far slower.
+      const r = spawnSync(
+        "sbatch",
+        [
+          "--parsable",
+          "--ntasks=2",
+          "--job-name=blockwise-test-alloc",
+          `--output=${path.join(dir, "alloc.log")}`,
+          `--wrap=${command} --no-progress`,
+        ],
+        { cwd: dir, encoding: "utf8", timeout: 60_000 },
+      );
+      assert.equal(r.status, 0, r.stderr);
+      const allocation = r.stdout.trim();
+      let state = "";
+      await pollUntil(
+        () => {
+          const q = spawnSync("squeue", ["-h", "-t", "all", "-j", allocation, "-o", "%T"], {
+            encoding: "utf8",
+          });
+          state = q.stdout.trim();
+          return q.status !== 0 || !/^(PENDING|CONFIGURING|RUNNING|COMPLETING)$/.test(state);
+        },
+        `the run's own job ${allocation} to end`,
+        90_000,
+      );
+      const log = fs.readFileSync(path.join(dir, "alloc.log"), "utf8");
+      assert.equal(state, "COMPLETED", log);
+      assert.match(log, /All 24 blocks completed/);
+      const all = calls(dir);
+      assertOnce(all, "st", 24);
+      for (const c of all) {
+        assert.equal(c.job, allocation, JSON.stringify(c));
+        assert.match(c.step ?? "", /^\d+$/, JSON.stringify(c));
+      }
+      assert.equal(ledger(dir).get("st")?.done, 24);
+      const progress = fs.readFileSync(events, "utf8").split("\n")
+        .filter((l) => l.includes('"task_progress"')).map((l) =>
+          JSON.parse(l) as { completed: number; queued?: number }
+        );
+      assert.ok(
+        progress.some((p) => p.completed > 0 && p.completed < 24 && (p.queued ?? 0) > 0),
+        progress.map((p) => JSON.stringify(p)).join("\n"),
+      );
+    },
+  );
 
   it("scancel of a worker job mid-run: the run completes, every block done once", {
     skip,

@@ -192,7 +192,7 @@ describe("sbatch and srun command lines", () => {
       "--nodes=1",
       "--ntasks=1",
       "--exact",
-      "--job-name=blockwise-predict",
+      "--job-name=blockwise-predict-w3",
       "--cpus-per-task=2",
       "--gres=gpu:1",
       "--",
@@ -439,21 +439,34 @@ describe("SlurmLauncher", () => {
     assert.deepEqual(runner.syncCalls, [["scancel", "2", "3"]]);
   });
 
-  it("an srun step: queued while SLURM makes it wait, then running, ended with srun's errors", async () => {
+  it("an srun step waits (queued) until squeue lists it, then runs; it ends with srun's errors", async () => {
     const runner = new ScriptedRunner();
-    const { launcher } = launcherWith(runner, { SLURM_JOB_ID: "88" });
+    let steps = "88.batch|batch\n";
+    runner.answers.set("squeue", () => ok(steps));
+    const { launcher, advance } = launcherWith(runner, { SLURM_JOB_ID: "88" });
     const s = spec(newDir("logs"));
     const launch = launcher.launch(s);
     const step = runner.steps[0]!;
     assert.equal(step.argv[0], "srun");
     assert.ok(step.argv.includes("--exact"));
+    assert.ok(step.argv.includes("--job-name=blockwise-predict-w3"));
     assert.equal(step.env["BLOCKWISE_SECRET"], SECRET);
-    assert.equal(launch.phase(), "running");
-    step.say(
-      "srun: Job 88 step creation temporarily disabled, retrying (Requested nodes are busy)\n",
-    );
     assert.equal(launch.phase(), "queued");
-    step.say("srun: Step created for job 88\n");
+    await settle();
+    assert.deepEqual(runner.called("squeue").at(-1), [
+      "squeue",
+      "-h",
+      "-s",
+      "-o",
+      "%i|%j",
+      "-j",
+      "88",
+    ]);
+    assert.equal(launch.phase(), "queued");
+    steps = "88.0|blockwise-predict-w3\n88.batch|batch\n";
+    advance(2000);
+    launch.phase();
+    await settle();
     assert.equal(launch.phase(), "running");
     step.say(
       "srun: error: Unable to create step for job 88: Invalid generic resource (gres) specification\n",
@@ -465,6 +478,22 @@ describe("SlurmLauncher", () => {
       launch.endReason(),
       /^it exited with status 1: Unable to create step for job 88: Invalid generic resource .*\(its output: .*predict-worker-3\.log\)$/,
     );
+  });
+
+  it("srun outside an allocation: queued while srun says its job waits", () => {
+    const runner = new ScriptedRunner();
+    const { launcher } = launcherWith(runner, {}, config({ mode: "srun", partition: "gpu" }));
+    assert.equal(launcher.name, "SLURM (srun)");
+    const launch = launcher.launch(spec(newDir("logs")));
+    const step = runner.steps[0]!;
+    assert.ok(step.argv.includes("--job-name=blockwise-predict"));
+    assert.ok(step.argv.includes("--partition=gpu"));
+    assert.equal(launch.phase(), "running");
+    step.say("srun: job 5 queued and waiting for resources\n");
+    assert.equal(launch.phase(), "queued");
+    step.say("srun: job 5 has been allocated resources\n");
+    assert.equal(launch.phase(), "running");
+    assert.equal(runner.called("squeue").length, 0);
   });
 
   it("an srun step is cancelled with SIGTERM (srun then cancels its step)", async () => {

@@ -107,6 +107,11 @@ export function workerJobName(taskId: string): string {
   return `blockwise-${taskId}`;
 }
 
+/** A worker's step name: unique in the run (worker ids are), so that squeue tells steps apart. */
+export function workerStepName(spec: WorkerLaunchSpec): string {
+  return `blockwise-${spec.taskId}-w${spec.workerId}`;
+}
+
 /** `<logDir>/<task>-worker-<id>-%j.log` (absolute; sbatch puts the job id for `%j`). */
 export function sbatchLogPattern(spec: WorkerLaunchSpec): string {
   const dir = isAbsolute(spec.logDir) ? spec.logDir : resolve(spec.logDir);
@@ -175,7 +180,7 @@ export function srunArgv(
     "--nodes=1",
     "--ntasks=1",
     ...(insideAllocation ? ["--exact"] : placementArgs(config)),
-    `--job-name=${workerJobName(spec.taskId)}`,
+    `--job-name=${insideAllocation ? workerStepName(spec) : workerJobName(spec.taskId)}`,
     ...resourceArgs(config),
     ...config.extraArgs,
     "--",
@@ -206,6 +211,21 @@ export function parseSqueue(text: string): Map<string, JobStatus> {
     jobs.set(m[1]!, { id: m[1]!, state: m[2]!, reason: m[3]!.trim() });
   }
   return jobs;
+}
+
+/** `squeue` for the steps of the allocation `jobId`. */
+export function squeueStepsArgv(jobId: string): string[] {
+  return ["squeue", "-h", "-s", "-o", "%i|%j", "-j", jobId];
+}
+
+/** Step names of `squeue -s -o %i|%j` with their step ids (`1234.5`). */
+export function parseSqueueSteps(text: string): Map<string, string> {
+  const steps = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    const m = /^\s*(\d+\.\d+)\|(.+)$/.exec(line.trimEnd());
+    if (m !== null) steps.set(m[2]!, m[1]!);
+  }
+  return steps;
 }
 
 /** squeue's answer when none of the jobs asked for exists any longer. */

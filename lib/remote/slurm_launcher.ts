@@ -25,14 +25,17 @@ import {
   logPathOf,
   parseSbatchOutput,
   parseSqueue,
+  parseSqueueSteps,
   phaseOfState,
   sbatchArgv,
   sbatchLogPattern,
   type SlurmRunner,
   squeueArgv,
+  squeueStepsArgv,
   srunArgv,
   stderrTail,
   systemRunner,
+  workerStepName,
 } from "./slurm_commands.ts";
 import { SrunLaunch } from "./srun_launch.ts";
 
@@ -169,6 +172,8 @@ export class SlurmLauncher implements Launcher {
   readonly #pollMs: number;
   readonly #mode: "sbatch" | "srun";
   readonly #insideAllocation: boolean;
+  /** The run's own job, when workers are its steps. */
+  readonly #allocation: string | null;
   readonly #jobs = new Set<SbatchLaunch>();
   readonly #steps = new Set<SrunLaunch>();
   /** scancel calls not finished yet (closing waits for them). */
@@ -188,12 +193,17 @@ export class SlurmLauncher implements Launcher {
     this.#mode = config.mode === "auto"
       ? (this.#insideAllocation ? "srun" : "sbatch")
       : config.mode;
+    this.#allocation = this.#mode === "srun" && this.#insideAllocation ? job! : null;
     this.name = this.#mode === "sbatch"
       ? "SLURM (sbatch)"
       : this.#insideAllocation
       ? `SLURM (srun steps in job ${job})`
       : "SLURM (srun)";
-    const programs = this.#mode === "sbatch" ? ["sbatch", "squeue", "scancel"] : ["srun"];
+    const programs = this.#mode === "sbatch"
+      ? ["sbatch", "squeue", "scancel"]
+      : this.#allocation !== null
+      ? ["srun", "squeue"]
+      : ["srun"];
     for (const program of programs) {
       if (findProgram(program, env["PATH"], process.cwd()) !== null) continue;
       throw new InputError(
@@ -232,8 +242,14 @@ export class SlurmLauncher implements Launcher {
 
   #startStep(spec: WorkerLaunchSpec): SrunLaunch {
     const logPath = join(spec.logDir, `${spec.taskId}-worker-${spec.workerId}.log`);
-    const argv = srunArgv(this.#config, spec, this.#insideAllocation);
-    const step = new SrunLaunch(this.#runner.start(argv, spec.env, logPath), logPath);
+    const inside = this.#allocation !== null;
+    const argv = srunArgv(this.#config, spec, inside);
+    const step = new SrunLaunch(
+      this.#runner.start(argv, spec.env, logPath),
+      logPath,
+      inside ? workerStepName(spec) : null,
+      () => this.pollSoon(),
+    );
     this.#steps.add(step);
     void step.exited.then(() => this.#steps.delete(step));
     return step;
@@ -255,6 +271,7 @@ export class SlurmLauncher implements Launcher {
   /** One squeue for every tracked job with an id; resolves once its answer is applied. */
   poll(): Promise<void> {
     if (this.#polling !== null) return this.#polling;
+    if (this.#allocation !== null) return this.#pollSteps(this.#allocation);
     const asked = [...this.#jobs].filter((j) => j.alive);
     this.#lastPoll = this.#now();
     if (asked.length === 0) {
@@ -272,6 +289,20 @@ export class SlurmLauncher implements Launcher {
       }
       // Any other failure (the controller busy or restarting): keep what is known, ask again.
       this.#forgetEnded();
+    });
+    return this.#polling;
+  }
+
+  /** One squeue of the allocation's steps: a step not listed yet waits for resources. */
+  #pollSteps(allocation: string): Promise<void> {
+    const asked = [...this.#steps].filter((s) => !s.ended && s.stepName !== null);
+    this.#lastPoll = this.#now();
+    if (asked.length === 0) return Promise.resolve();
+    this.#polling = this.#runner.run(squeueStepsArgv(allocation)).then((r) => {
+      this.#polling = null;
+      if (r.status !== 0) return;
+      const listed = parseSqueueSteps(r.stdout);
+      for (const step of asked) step.observe(listed.has(step.stepName!));
     });
     return this.#polling;
   }

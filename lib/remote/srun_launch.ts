@@ -1,7 +1,9 @@
 /**
  * One worker as an `srun`: a job step inside the run's allocation, or a job of its own. srun
  * stays in the foreground for as long as its worker runs, so the step lives while the process
- * does. Whether it waits for resources shows only in SLURM's messages on srun's stderr.
+ * does. Whether a step waits for resources shows in squeue (a step is listed once created; srun
+ * says "step creation temporarily disabled" only after the wait); srun outside an allocation
+ * says at once that its job is "queued and waiting for resources".
  */
 
 import type { LaunchHandle } from "../execute/stream_executor.ts";
@@ -19,18 +21,30 @@ const ERROR = /^srun: error: (.*)$/;
 export class SrunLaunch implements LaunchHandle {
   readonly label: string;
   readonly exited: Promise<void>;
+  /** Its step name, when squeue tells whether the step exists yet (inside an allocation). */
+  readonly stepName: string | null;
   readonly #step: StepProcess;
   readonly #logPath: string;
+  readonly #pollSoon: () => void;
   #waiting = false;
+  /** Whether squeue listed the step (null: not asked since the launch). */
+  #listed: boolean | null = null;
   #ended = false;
   #reason = "";
   #partial = "";
   readonly #errors: string[] = [];
   #killTimer: ReturnType<typeof setTimeout> | null = null;
 
-  constructor(step: StepProcess, logPath: string) {
+  constructor(
+    step: StepProcess,
+    logPath: string,
+    stepName: string | null = null,
+    pollSoon: () => void = () => {},
+  ) {
     this.#step = step;
     this.#logPath = logPath;
+    this.stepName = stepName;
+    this.#pollSoon = pollSoon;
     this.label = `srun (pid ${step.pid ?? "?"})`;
     step.onStderr((text) => this.#read(text));
     this.exited = step.exited.then((how) => {
@@ -44,7 +58,21 @@ export class SrunLaunch implements LaunchHandle {
 
   phase(): "queued" | "running" | "ended" {
     if (this.#ended) return "ended";
+    if (this.stepName !== null && this.#listed !== true) {
+      this.#pollSoon();
+      return "queued";
+    }
     return this.#waiting ? "queued" : "running";
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** What one squeue of the allocation's steps said: listed (created) or not (yet). */
+  observe(listed: boolean): void {
+    // A step once created stays so until srun exits.
+    if (this.#listed !== true) this.#listed = listed;
   }
 
   endReason(): string {
