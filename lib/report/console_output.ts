@@ -92,6 +92,11 @@ const NODE_TIMERS: ConsoleTimers = {
   },
 };
 
+/** What a progress line says: a task's line is printed again only when this changes. */
+function printedKey(view: TaskView): string {
+  return JSON.stringify([view.counters, view.queued ?? 0]);
+}
+
 export function createRunConsole(options: RunConsoleOptions): RunConsole {
   const { stderr, color } = options;
   const stdout: ConsoleStream = options.stdout ?? process.stdout;
@@ -147,6 +152,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       if (view === undefined) continue;
       view.counters = task.counters;
       view.running = task.running;
+      view.queued = task.queued ?? 0;
       if (task.temporary !== undefined) view.temporary = task.temporary;
       view.eta.add(t, workedBlocks(task.counters));
       view.bar?.update(task.counters.completed, { view });
@@ -187,15 +193,18 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
     const t = now();
     const elapsed = ((t - startedAt) / 1000).toFixed(1);
     for (const view of views) {
-      const key = JSON.stringify(view.counters);
+      const key = printedKey(view);
       if (key === view.printedKey) continue;
       view.printedKey = key;
       const eta = etaText(view.counters, view.eta, t, "unknown");
-      stderr.write(
-        `[${elapsed}s] ${formatCountersLine(view.id, view.counters, view.running, view.temporary)}${
-          eta === null ? "" : `, ${eta}`
-        }\n`,
+      const line = formatCountersLine(
+        view.id,
+        view.counters,
+        view.running,
+        view.temporary,
+        view.queued,
       );
+      stderr.write(`[${elapsed}s] ${line}${eta === null ? "" : `, ${eta}`}\n`);
     }
   }
 
@@ -224,8 +233,9 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       }
       view.counters = task.counters;
       view.running = task.running;
+      view.queued = task.queued ?? 0;
       if (task.temporary !== undefined) view.temporary = task.temporary;
-      view.printedKey = JSON.stringify(task.counters);
+      view.printedKey = printedKey(view);
       view.eta.add(startedAt, workedBlocks(task.counters));
     }
     appliedAt = startedAt;

@@ -82,7 +82,7 @@ interface TaskLine {
   readonly [key: string]: Json;
 }
 
-function taskCounters({ id, counters: c, running, temporary }: TaskResult): TaskLine {
+function taskCounters({ id, counters: c, running, queued, temporary }: TaskResult): TaskLine {
   const line: Record<string, Json> = {
     task: id,
     phase: c.phase,
@@ -97,6 +97,8 @@ function taskCounters({ id, counters: c, running, temporary }: TaskResult): Task
     failed_attempts: c.failedAttempts,
   };
   if (running !== undefined) line.running = running;
+  // Remote workers waiting in the cluster's queue: only while there are some.
+  if (queued !== undefined && queued > 0) line.queued = queued;
   if (temporary !== undefined) {
     line.temporary = {
       live_blocks: temporary.liveBlocks,

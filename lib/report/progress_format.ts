@@ -173,6 +173,8 @@ export interface TaskView {
   counters: CounterSnapshot;
   /** Blocks running now (processing also counts blocks queued in a worker or committing). */
   running: number;
+  /** Remote workers waiting in the cluster's queue. */
+  queued?: number;
   temporary?: TemporaryStats;
   readonly eta: EtaEstimator;
   /** Counters last printed in lines mode. */
@@ -202,20 +204,22 @@ function countSegments(
   eta: string | null,
   short: boolean,
   running: number = c.processing,
+  queued = 0,
 ): Segment[] {
   const done = `${String(c.completed).padStart(digits)}/${String(c.total).padEnd(digits)}`;
   const failedTone: Tone | null = c.failed > 0 ? "red" : null;
   const orphanTone: Tone | null = c.orphaned > 0 ? "yellow" : null;
+  const waiting = queued > 0 ? (short ? ` ◷${queued}` : `, ${queued} queued`) : "";
   const parts: Segment[] = short
     ? [
-      { text: `${done} ▶${running} `, tone: null },
+      { text: `${done} ▶${running}${waiting} `, tone: null },
       { text: `✗${c.failed}`, tone: failedTone },
       { text: " ", tone: null },
       { text: `∅${c.orphaned}`, tone: orphanTone },
       { text: ` ↷${c.skipped}`, tone: null },
     ]
     : [
-      { text: `${done} done, ${running} running, `, tone: null },
+      { text: `${done} done, ${running} running${waiting}, `, tone: null },
       { text: `${c.failed} failed`, tone: failedTone },
       { text: ", ", tone: null },
       { text: `${c.orphaned} orphaned`, tone: orphanTone },
@@ -248,9 +252,16 @@ function worstCountsLength(layout: BarLayout, short: boolean): number {
   return segmentsLength(countSegments(c, layout.digits, "ETA 99h 59m", short));
 }
 
-/** One bar line fitted to `maxWidth - 1` columns. */
+/**
+ * One bar line fitted to `maxWidth - 1` columns. Bars of all tasks get the same width, made for
+ * the longest counts a task may show; queued remote workers, while there are some, take their
+ * room from the bar.
+ */
 export function formatBarLine(
-  view: Pick<TaskView, "id" | "counters" | "eta"> & { readonly running?: number },
+  view: Pick<TaskView, "id" | "counters" | "eta"> & {
+    readonly running?: number;
+    readonly queued?: number;
+  },
   layout: BarLayout,
   maxWidth: number,
   now: number,
@@ -264,11 +275,19 @@ export function formatBarLine(
     tone: null,
   }];
   const headLength = segmentsLength(head);
+  const running = view.running ?? c.processing;
+  const queued = view.queued ?? 0;
+  // The room the queued count takes (the longest counts leave none for it).
+  const extra = (short: boolean): number =>
+    queued === 0
+      ? 0
+      : segmentsLength(countSegments(c, layout.digits, eta, short, running, queued)) -
+        segmentsLength(countSegments(c, layout.digits, eta, short, running));
   let short = false;
-  let barSize = width - headLength - 2 - worstCountsLength(layout, false);
+  let barSize = width - headLength - 2 - worstCountsLength(layout, false) - extra(false);
   if (barSize < 10) {
     short = true;
-    barSize = width - headLength - 2 - worstCountsLength(layout, true);
+    barSize = width - headLength - 2 - worstCountsLength(layout, true) - extra(true);
   }
   barSize = Math.min(40, barSize);
   const segments = [...head];
@@ -281,7 +300,7 @@ export function formatBarLine(
       { text: "  ", tone: null },
     );
   }
-  segments.push(...countSegments(c, layout.digits, eta, short, view.running ?? c.processing));
+  segments.push(...countSegments(c, layout.digits, eta, short, running, queued));
   if (segmentsLength(segments) > width) {
     return [...segments.map((s) => s.text).join("")].slice(0, width).join("");
   }

@@ -344,17 +344,20 @@ export function formatTemporary(t: TemporaryStats): string {
 /**
  * One compact line for periodic progress logs, e.g.
  * `extract: 12/64 done, 4 running, 0 failed, 0 orphaned, 3 skipped`. "done" counts completed
- * blocks, skipped ones included; an abandoned task gets its reason appended.
+ * blocks, skipped ones included; remote workers waiting in the cluster's queue show as
+ * `2 queued` after the running ones; an abandoned task gets its reason appended.
  */
 export function formatCountersLine(
   id: string,
   counters: CounterSnapshot,
   running: number = counters.processing,
   temporary?: TemporaryStats,
+  queued = 0,
 ): string {
   const c = counters;
-  let line = `${id}: ${c.completed}/${c.total} done, ${running} running, ${c.failed} failed, ` +
-    `${c.orphaned} orphaned, ${c.skipped} skipped`;
+  const waiting = queued > 0 ? `, ${queued} queued` : "";
+  let line = `${id}: ${c.completed}/${c.total} done, ${running} running${waiting}, ` +
+    `${c.failed} failed, ${c.orphaned} orphaned, ${c.skipped} skipped`;
   if (temporary !== undefined) {
     line += `, temporary ${formatBytes(temporary.liveBytes)} live (peak ${
       formatBytes(temporary.peakBytes)
