@@ -648,6 +648,8 @@ class Session(object):
         kind, body = self.wait_frame()
         if kind == ERROR:
             raise SessionEnd("The scheduler refused this worker: %s" % json.loads(body)["message"])
+        if kind == STOP:
+            raise SessionEnd("the scheduler stopped this worker before it started", 0)
         if kind != INIT:
             self.refuse("the scheduler sent frame type 0x%02x instead of init" % kind)
         init = json.loads(body)
@@ -1085,8 +1087,7 @@ def main(argv):
     try:
         session.serve()
     except SessionEnd as end_:
-        if end_.code != 0:
-            log("The session ended: %s" % end_)
+        log("The session ended: %s" % end_)
         return end_.code
     log("The scheduler stopped this worker; exiting")
     return 0
