@@ -13,8 +13,12 @@ import {
   runSerial,
 } from "../execute/mod.ts";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
-import { defaultWorkerLogDir, RemoteWorkers } from "../remote/remote_workers.ts";
-import { defaultPythonClientDir } from "../remote/python_client.ts";
+import {
+  defaultWorkerLogDir,
+  effectiveLaunches,
+  RemoteWorkers,
+} from "../remote/remote_workers.ts";
+import { checkInterpreters, defaultPythonClientDir } from "../remote/python_client.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole } from "../report/console_output.ts";
 import { createEventLog } from "../report/events.ts";
@@ -75,6 +79,7 @@ export async function runPipeline(
   // Refuse a task that could never start a worker before any store is opened or written.
   if (options.serial === true) checkSerialRunnable(pipeline);
   else {
+    checkInterpreters(pipeline, effectiveLaunches(pipeline, options.launcher));
     const budget = new ResourceBudget(options.resources ?? null);
     for (const task of pipeline.tasks) budget.checkFits(task.id, task.requires);
   }

@@ -36,6 +36,7 @@ CONNECT_PATIENCE_SECONDS = 30.0
 MIN_WALLTIME_MARGIN = 60.0
 FLUSH_AFTER_SECONDS = 0.005
 FLUSH_AFTER_BLOCKS = 512
+ANNOUNCE_AFTER_SECONDS = 0.01
 FRAME_CAP = 16 * 1024 * 1024
 STAGING_FOLDER = ".blockwise-staging"
 METADATA_FILES = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
@@ -522,6 +523,44 @@ def error_fields(error):
     return {"message": message, "stack": stack}
 
 
+class Results(object):
+    """Finished blocks not reported yet; `take` makes the frame that reports them."""
+
+    def __init__(self, stride, with_commits):
+        self.stride = stride
+        self.with_commits = with_commits
+        self.records = []
+        self.errors = []
+        self.commits = []
+        self.count = 0
+        self.first = 0.0
+        self.cpu = time.process_time()
+
+    def take(self):
+        """The results frame (b"" when nothing is pending), and start a new batch."""
+        count = self.count
+        if count == 0:
+            return b""
+        cpu = time.process_time()
+        cpu_seconds = cpu - self.cpu
+        self.cpu = cpu
+        if self.with_commits:
+            tail = json.dumps({"errors": self.errors, "commits": self.commits}).encode("utf-8")
+        elif self.errors:
+            tail = json.dumps(self.errors).encode("utf-8")
+        else:
+            tail = b""
+        records = self.records
+        values = len(records)
+        frame = RESULTS_HEAD.pack(17 + 8 * values + len(tail), RESULTS, count, self.stride,
+                                  cpu_seconds) + struct.pack("<%dd" % values, *records) + tail
+        del records[:]
+        del self.errors[:]
+        del self.commits[:]
+        self.count = 0
+        return frame
+
+
 class Session(object):
     def __init__(self, sock, slot, secret, walltime):
         self.sock = sock
@@ -536,6 +575,12 @@ class Session(object):
         self.final = False
         self.stopping = False
         self.running = None
+        # Guards `running`, `results` and the announcement between the main thread and the
+        # heartbeat thread.
+        self.lock = threading.Lock()
+        self.results = None
+        self.announced = False
+        self.announced_at = float("-inf")
         self.closed = False
         self.leaving = False
         self.blocks_done = 0
@@ -554,6 +599,8 @@ class Session(object):
     # -- frames --
 
     def send(self, data):
+        if not data:
+            return
         with self.send_lock:
             if self.closed:
                 return
@@ -766,14 +813,18 @@ class Session(object):
             else:
                 self.refuse("the scheduler sent frame type 0x%02x during the run" % kind)
 
-    def hand_back(self, flush):
+    def hand_back(self):
         """Return the blocks not started, in the order they were sent."""
-        flush()
+        self.flush()
         rest = [p for p, _ in self.queue]
         self.queue.clear()
         self.recall = False
         body = struct.pack("<I%dd" % len(rest), len(rest), *rest)
         self.send(HEADER.pack(len(body) + 1, RETURNED) + body)
+
+    def flush(self):
+        with self.lock:
+            self.send(self.results.take())
 
     def run_blocks(self):
         layout = self.layout
@@ -783,48 +834,24 @@ class Session(object):
         params = self.params
         outputs = self.outputs
         measure = self.measure
-        stride = 8 if measure else 3
         meter = Meter() if measure else None
+        results = self.results = Results(8 if measure else 3, outputs is not None)
+        records = results.records
+        lock = self.lock
+        send = self.send
         perf_counter = time.perf_counter
         monotonic = time.monotonic
         wall = time.time
         cpu_clock = time.process_time
-        records = []
-        errors = []
-        commits = []
-        state = {"count": 0, "first": 0.0, "cpu": cpu_clock()}
-
-        def flush():
-            count = state["count"]
-            if count == 0:
-                return
-            cpu = cpu_clock()
-            cpu_seconds = cpu - state["cpu"]
-            state["cpu"] = cpu
-            if outputs is not None:
-                tail = json.dumps({"errors": errors, "commits": commits}).encode("utf-8")
-            elif errors:
-                tail = json.dumps(errors).encode("utf-8")
-            else:
-                tail = b""
-            values = len(records)
-            frame = RESULTS_HEAD.pack(17 + 8 * values + len(tail), RESULTS, count, stride,
-                                      cpu_seconds) + struct.pack("<%dd" % values, *records) + tail
-            del records[:]
-            del errors[:]
-            del commits[:]
-            state["count"] = 0
-            self.send(frame)
-
         cpu0 = cpu_clock()
         read0, write0 = meter.io() if measure else (0.0, 0.0)
         queue = self.queue
         popleft = queue.popleft
         while True:
             if not queue:
-                flush()
+                self.flush()
                 if self.recall:
-                    self.hand_back(flush)
+                    self.hand_back()
                     continue
                 if self.stopping:
                     return
@@ -837,7 +864,7 @@ class Session(object):
             if self.start < len(self.buffer):
                 self.take_frames()
             if self.recall:
-                self.hand_back(flush)
+                self.hand_back()
                 continue
             position, attempt = popleft()
             p = int(position)
@@ -846,17 +873,26 @@ class Session(object):
             block.attempt = int(attempt)
             block.params = params
             fill(block, p)
-            self.running = (position, monotonic())
+            now = monotonic()
+            with lock:
+                self.running = (position, now)
+                # Name the block to the scheduler now and then (always when blocks are slow), so
+                # that a crash is charged to it; only with nothing unreported before it.
+                if results.count == 0 and now - self.announced_at >= ANNOUNCE_AFTER_SECONDS:
+                    self.announced = True
+                    self.announced_at = now
+                    send(HEARTBEAT_FRAME.pack(17, HEARTBEAT, position, 0.0))
             t0 = perf_counter()
             error = None
             try:
                 block.outputs = outputs.prepare(block) if outputs is not None else {}
                 call(block)
                 if outputs is not None:
-                    commits.append(outputs.collect(block, p))
+                    results.commits.append(outputs.collect(block, p))
             except SystemExit as exit_:
-                self.running = None
-                flush()
+                with lock:
+                    send(results.take() + HEARTBEAT_FRAME.pack(17, HEARTBEAT, position,
+                                                               monotonic() - now))
                 self.send_json(CLOSING, {"reason": "the worker called sys.exit(%s)" % (
                     "" if exit_.code is None else exit_.code)})
                 raise SessionEnd("user code called sys.exit()", 1)
@@ -868,44 +904,56 @@ class Session(object):
                     except OSError:
                         pass  # the next attempt's prepare, or the next run's sweep, removes it
             t1 = perf_counter()
-            self.running = None
             seconds = t1 - t0
             self.blocks_done += 1
             self.seconds_done += seconds
-            if measure:
-                cpu1 = cpu_clock()
-                read1, write1 = meter.io()
-                records.extend((position, 0.0 if error is None else 1.0, seconds, cpu1 - cpu0,
-                                meter.peak_rss(), read1 - read0, write1 - write0, wall()))
-                cpu0, read0, write0 = cpu1, read1, write1
-            else:
-                records.extend((position, 0.0 if error is None else 1.0, seconds))
+            fields = None
             if error is not None:
                 fields = error_fields(error)
                 fields["position"] = position
-                errors.append(fields)
                 del error
-            count = state["count"] + 1
-            state["count"] = count
-            if count == 1:
-                state["first"] = t1
-            if (not queue or count >= FLUSH_AFTER_BLOCKS
-                    or t1 - state["first"] >= FLUSH_AFTER_SECONDS):
-                flush()
+            with lock:
+                self.running = None
+                if measure:
+                    cpu1 = cpu_clock()
+                    read1, write1 = meter.io()
+                    records.extend((position, 0.0 if fields is None else 1.0, seconds,
+                                    cpu1 - cpu0, meter.peak_rss(), read1 - read0,
+                                    write1 - write0, wall()))
+                    cpu0, read0, write0 = cpu1, read1, write1
+                else:
+                    records.extend((position, 0.0 if fields is None else 1.0, seconds))
+                if fields is not None:
+                    results.errors.append(fields)
+                count = results.count = results.count + 1
+                if count == 1:
+                    results.first = t1
+                # An announced block is reported at once: the scheduler then no longer takes it
+                # for the running one.
+                if (self.announced or not queue or count >= FLUSH_AFTER_BLOCKS
+                        or t1 - results.first >= FLUSH_AFTER_SECONDS):
+                    self.announced = False
+                    send(results.take())
 
     # -- the heartbeat thread --
 
     def heartbeats(self):
         while True:
             time.sleep(HEARTBEAT_SECONDS)
-            running = self.running
             try:
-                if running is None:
-                    frame = HEARTBEAT_FRAME.pack(17, HEARTBEAT, -1.0, 0.0)
-                else:
-                    frame = HEARTBEAT_FRAME.pack(17, HEARTBEAT, running[0],
-                                                 time.monotonic() - running[1])
-                self.send(frame)
+                with self.lock:
+                    running = self.running
+                    if running is None:
+                        self.send(HEARTBEAT_FRAME.pack(17, HEARTBEAT, -1.0, 0.0))
+                    else:
+                        # Report what finished first: the running block is then the oldest the
+                        # scheduler holds, and its result follows as soon as it ends.
+                        now = time.monotonic()
+                        pending = b"" if self.announced else self.results.take()
+                        self.announced = True
+                        self.announced_at = now
+                        self.send(pending + HEARTBEAT_FRAME.pack(17, HEARTBEAT, running[0],
+                                                                 now - running[1]))
                 self.check_walltime()
             except SessionEnd:
                 pass
