@@ -37,6 +37,7 @@ MIN_WALLTIME_MARGIN = 60.0
 FLUSH_AFTER_SECONDS = 0.005
 FLUSH_AFTER_BLOCKS = 512
 ANNOUNCE_AFTER_SECONDS = 0.01
+POLL_SECONDS = 0.0005
 FRAME_CAP = 16 * 1024 * 1024
 STAGING_FOLDER = ".blockwise-staging"
 METADATA_FILES = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
@@ -516,8 +517,8 @@ def error_fields(error):
     if isinstance(error, OutputProblem):
         return {"message": text}
     tb = error.__traceback__
-    # The first frame is this client calling process: not the user's business.
-    if tb is not None and tb.tb_next is not None:
+    # This client's own frames (the calls into user code) are not the user's business.
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
     stack = "".join(traceback.format_exception(type(error), error, tb)).rstrip("\n")
     return {"message": message, "stack": stack}
@@ -847,6 +848,7 @@ class Session(object):
         read0, write0 = meter.io() if measure else (0.0, 0.0)
         queue = self.queue
         popleft = queue.popleft
+        polled_at = 0.0
         while True:
             if not queue:
                 self.flush()
@@ -859,10 +861,13 @@ class Session(object):
                     raise SessionEnd("the scheduler closed the connection")
                 self.take_frames()
                 continue
-            if not self.receive(False):
-                raise SessionEnd("the scheduler closed the connection")
-            if self.start < len(self.buffer):
-                self.take_frames()
+            # Look for frames (a recall) between blocks, at most every POLL_SECONDS.
+            if polled_at + POLL_SECONDS <= perf_counter():
+                if not self.receive(False):
+                    raise SessionEnd("the scheduler closed the connection")
+                polled_at = perf_counter()
+                if self.start < len(self.buffer):
+                    self.take_frames()
             if self.recall:
                 self.hand_back()
                 continue
