@@ -10,6 +10,7 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
@@ -22,12 +23,13 @@ import {
   withTimeout,
 } from "./fixtures/parallel/harness.ts";
 import { ManualClock } from "./fixtures/manual_clock.ts";
-import { pythonMissing } from "./fixtures/python_peer.ts";
+import { PYTHON, pythonMissing } from "./fixtures/python_peer.ts";
 import {
   cellOf,
   describeRun,
   doneCells,
   readUint8,
+  REPO,
   runArgs,
   runCli,
   startCli,
@@ -48,6 +50,12 @@ import { PYTHON_CLIENT_SOURCE } from "../lib/remote/python_client_source.ts";
 
 const newDir = scratchDirs("pytasks");
 const missing = pythonMissing();
+
+/** Why the numpy example cannot run here, or null. */
+function numpyMissing(): string | null {
+  const r = spawnSync(PYTHON, ["-c", "import numpy"], { encoding: "utf8" });
+  return r.status === 0 ? null : "skipped: python3 cannot import numpy (apt install python3-numpy)";
+}
 const SLOW = { timeout: 120_000, ...(missing === null ? {} : { skip: missing }) };
 
 /** Write the pipeline (`tasks` is the array's source) and the Python module beside it. */
@@ -523,6 +531,35 @@ def process(block):
       assert.match(b.stderr, /Task "u": fields "python" and "process" cannot both be given/);
     },
   );
+
+  it("run examples/python (numpy), and resume it with nothing left to do", {
+    ...SLOW,
+    ...(missing === null && numpyMissing() !== null ? { skip: numpyMissing()! } : {}),
+  }, async () => {
+    const dir = newDir("example");
+    const examples = path.join(REPO, "examples");
+    fs.mkdirSync(path.join(dir, "examples", "python"), { recursive: true });
+    fs.copyFileSync(
+      path.join(examples, "blockwise.d.ts"),
+      path.join(dir, "examples", "blockwise.d.ts"),
+    );
+    for (const name of ["pipeline.ts", "segment.py"]) {
+      fs.copyFileSync(
+        path.join(examples, "python", name),
+        path.join(dir, "examples", "python", name),
+      );
+    }
+    const file = path.join(dir, "examples", "python", "pipeline.ts");
+    const tracking = path.join(dir, "tracking");
+    const first = await runCli(runArgs(file, tracking), { cwd: dir });
+    assert.equal(first.code, 0, describeRun(first));
+    assert.match(first.stdout, /\[smooth:w\d+\] worker \d+ opened its volumes/);
+    const counts = fs.readdirSync(path.join(dir, "examples", "python", "counts"));
+    assert.equal(counts.length, 64);
+    const again = await runCli(runArgs(file, tracking), { cwd: dir });
+    assert.equal(again.code, 0, describeRun(again));
+    assert.match(again.stderr, /All 128 blocks completed \(128 skipped\)/);
+  });
 
   it("print the Python client with blockwise worker --python-client", SLOW, async () => {
     const r = await runCli(["worker", "--python-client"]);
