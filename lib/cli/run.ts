@@ -13,11 +13,7 @@ import {
   runSerial,
 } from "../execute/mod.ts";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
-import {
-  defaultWorkerLogDir,
-  effectiveLaunches,
-  RemoteWorkers,
-} from "../remote/remote_workers.ts";
+import { defaultWorkerLogDir, effectiveLaunches, RemoteWorkers } from "../remote/remote_workers.ts";
 import { checkInterpreters, defaultPythonClientDir } from "../remote/python_client.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole } from "../report/console_output.ts";
