@@ -313,6 +313,48 @@ def process(block):
     },
   );
 
+  it(
+    "leaves before its job's walltime: says so and hands back what it has not started",
+    SLOW,
+    async () => {
+      const dir = newDir("leaving");
+      const release = path.join(dir, "release");
+      const file = module(
+        dir,
+        `import os, time
+def process(block):
+    while block.index[0] == 0 and not os.path.exists(${JSON.stringify(release)}):
+        time.sleep(0.01)
+`,
+      );
+      // The job ends in an hour, inside a margin of two: the first heartbeat finds it too close.
+      const peer = await startPeer({
+        env: {
+          BLOCKWISE_JOB_END_TIME: String(Math.round(Date.now() / 1000) + 3600),
+          BLOCKWISE_WALLTIME_MARGIN: "7200",
+        },
+      });
+      try {
+        await authenticated(peer);
+        peer.send(pythonInit(file));
+        assert.equal((await peer.next()).kind, "ready");
+        peer.send({ kind: "blocks", count: 3, blocks: Float64Array.of(0, 1, 1, 1, 2, 1) });
+        const leaving = await peer.next((m) => m.kind === "leaving");
+        assert.match(
+          leaving.kind === "leaving" ? leaving.reason : "",
+          /its job ends in \d+ s, less than the margin of 7200 s/,
+        );
+        fs.writeFileSync(release, "");
+        assert.deepEqual(positionsOf(await results(peer, 1)), [0]);
+        const back = await peer.next((m) => m.kind === "returned");
+        assert.deepEqual(back.kind === "returned" && Array.from(back.positions), [1, 2]);
+      } finally {
+        fs.writeFileSync(release, "");
+        peer.child.kill("SIGKILL");
+      }
+    },
+  );
+
   it("exits by itself when the scheduler goes away while a block runs", SLOW, async () => {
     const dir = newDir("gone");
     const file = module(dir, `import time\ndef process(block):\n    time.sleep(3600)\n`);
