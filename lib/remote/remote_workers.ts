@@ -177,6 +177,7 @@ export class RemoteWorkers {
   #launch(spec: ExecutorSpec, launcher: Launcher): StreamExecutor {
     const slot = randomBytes(16).toString("hex");
     const launch = this.#launches[spec.task]!;
+    const python = this.#python[spec.task] ?? null;
     const env: Record<string, string> = {
       [SECRET_ENV]: this.#secret,
       [SLOT_ENV]: slot,
@@ -197,7 +198,7 @@ export class RemoteWorkers {
       spec,
       channel: null,
       pipelineSha256: this.#sha256,
-      ...(this.#python[spec.task] ? { python: this.#python[spec.task]! } : {}),
+      ...(python === null ? {} : { python }),
       launch: handle,
       ...(this.#o.leaseMs === undefined ? {} : { leaseMs: this.#o.leaseMs }),
       ...(launcher.connectTimeoutMs === undefined
