@@ -132,6 +132,23 @@ export type Launch =
     walltimeMargin?: number;
   };
 
+/**
+ * A process function written in Python, run in persistent Python worker processes: each worker
+ * imports module once, calls setup() once (when named) and process(block, state) for every
+ * block. In Python, block has task_id, id, index, read_roi and write_roi (offset and shape
+ * tuples, to_slices() for numpy indexing), attempt, outputs and params. Needs Python 3.8+.
+ */
+export interface Python {
+  /** The .py file, relative to the pipeline file's folder (its folder goes first on sys.path). */
+  module: string;
+  /** The function called per block, process(block, state) or process(block); default "process". */
+  process?: string;
+  /** A function called once per worker; what it returns is process's state. Default: none. */
+  setup?: string;
+  /** The Python program to run workers with, a name on PATH or a path; default "python3". */
+  interpreter?: string;
+}
+
 /** The third argument of process. */
 export interface BlockContext {
   /**
@@ -145,8 +162,8 @@ export interface BlockContext {
 }
 
 /**
- * One task of a pipeline: a total ROI cut into blocks, and either a process function (run in
- * Web Workers) or a command (one program run per block). Context is what setup returns and
+ * One task of a pipeline: a total ROI cut into blocks, and a process function (run in Web
+ * Workers), a command (one program run per block) or a Python function (python). Context is what setup returns and
  * process receives; write Task<MyContext> to type it.
  */
 export interface Task<Context = unknown> {
@@ -171,7 +188,7 @@ export interface Task<Context = unknown> {
    * time (the neighbour runs first); default true, as in daisy.
    */
   readWriteConflict?: boolean;
-  /** Workers (Web Workers, or concurrent commands) this task may use at once; default 1. */
+  /** Workers (Web Workers, Python processes or concurrent commands) at once; default 1. */
   maxWorkers?: number;
   /** Retries of a failed block before it fails for good; default 2 (3 attempts in all). */
   maxRetries?: number;
@@ -194,7 +211,8 @@ export interface Task<Context = unknown> {
   /**
    * Processes one block, in a Web Worker; may be async. Throwing fails this attempt (it is
    * retried up to maxRetries). context is what setup returned (undefined without setup);
-   * outputs and params come in the third argument. Give exactly one of process and command.
+   * outputs and params come in the third argument. Give exactly one of process, command and
+   * python.
    */
   process?(block: Block, context: Context, block_context: BlockContext): unknown;
   /** Runs once per worker before its first block; its result is handed to process. */
@@ -211,6 +229,11 @@ export interface Task<Context = unknown> {
    * Example: ["python3", "export.py", "--offset", "{write_offset}", "--shape", "{write_shape}"].
    */
   command?: readonly string[];
+  /**
+   * A process function in Python instead of process, e.g.
+   * python: { module: "segment.py", setup: "load_model" }. See Python.
+   */
+  python?: Python;
   /**
    * The folder a command runs in (command tasks only); relative paths resolve against the
    * pipeline file's folder, like tracking. Default: the folder blockwise was started in.
@@ -256,8 +279,8 @@ export interface Task<Context = unknown> {
    */
   temporary?: boolean;
   /**
-   * Where this task's workers run (process tasks only): "local" Web Workers (default), SLURM
-   * jobs, or a site's launch command. See Launch; blockwise run --launcher overrides the kind.
+   * Where this task's workers run (process and python tasks): "local" Web Workers or Python
+   * processes (default), SLURM jobs, or a site's launch command. See Launch; blockwise run --launcher overrides the kind.
    */
   launch?: Launch;
 }

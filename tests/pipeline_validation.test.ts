@@ -352,7 +352,7 @@ describe("validatePipeline() process, setup, command, check", () => {
 
   it("rejects a task with neither process nor command", () => {
     rejects(pipeline(task({ process: undefined })), [
-      'Task "extract": needs a "process" function or a "command"; got neither',
+      'Task "extract": needs a "process" function, a "command" or "python"; got none',
     ], { taskId: "extract", field: "process" });
   });
 
@@ -457,7 +457,7 @@ describe("validatePipeline() reports every problem at once", () => {
         'Task "b": field "timeout" must be a positive number of seconds; got -1',
         'Task "c": field "totalRoi" is missing',
         'Task "c": field "writeRoi" is missing',
-        'Task "c": needs a "process" function or a "command"',
+        'Task "c": needs a "process" function, a "command" or "python"',
       ],
       { taskId: "a", field: "num_workers" },
     );
@@ -774,5 +774,88 @@ describe("command placeholders", () => {
     const echo = ok.tasks[0]!;
     assert.ok(echo.kind === "command");
     assert.deepEqual(echo.command, ["echo", "{write_offset}", "{{literal}}"]);
+  });
+});
+
+describe("validatePipeline() python", () => {
+  const dir = mkdtempSync(join(tmpdir(), "blockwise-validate-python-"));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, "pipeline.ts");
+  writeFileSync(join(dir, "segment.py"), "def process(block):\n    pass\n");
+  const python = (value: unknown, more: Fields = {}) =>
+    task({ process: undefined, python: value, ...more });
+  const rejectsPython = (value: unknown, parts: string[], more: Fields = {}, field = "python") => {
+    let caught: unknown = null;
+    try {
+      validatePipeline(pipeline(python(value, more)), file);
+    } catch (error) {
+      caught = error;
+    }
+    assert.ok(caught instanceof PipelineError, String(caught));
+    for (const part of parts) assert.ok(caught.message.includes(part), caught.message);
+    assert.equal(caught.field, field);
+  };
+
+  it("makes a python task with defaults and the module's absolute path", () => {
+    const config = validatePipeline(pipeline(python({ module: "segment.py" })), file);
+    const t = config.tasks[0]!;
+    assert.equal(t.kind, "python");
+    assert.deepEqual(t.kind === "python" ? t.python : null, {
+      module: join(dir, "segment.py"),
+      written: "segment.py",
+      process: "process",
+      setup: null,
+      interpreter: "python3",
+    });
+    const named = validatePipeline(
+      pipeline(
+        python({ module: "./segment.py", process: "run", setup: "load", interpreter: "/opt/py" }),
+      ),
+      file,
+    ).tasks[0]!;
+    assert.deepEqual(
+      named.kind === "python"
+        ? [named.python.process, named.python.setup, named.python.interpreter]
+        : [],
+      ["run", "load", "/opt/py"],
+    );
+  });
+
+  it("rejects a bad python field, naming the option", () => {
+    rejectsPython("segment.py", ['field "python" must be an object', 'got "segment.py"']);
+    rejectsPython({ module: "segment.py", moduel: 1 }, [
+      'has no option "moduel"',
+      "module, process",
+    ]);
+    rejectsPython({}, ['needs "module"', "got undefined"]);
+    rejectsPython({ module: "missing.py" }, [
+      '"missing.py"',
+      `no file at ${join(dir, "missing.py")}`,
+    ]);
+    rejectsPython({ module: "segment.py", process: "run-it" }, [
+      'option "process"',
+      "Python identifier",
+      '"run-it"',
+    ]);
+    rejectsPython({ module: "segment.py", setup: 3 }, ['option "setup"', "got 3"]);
+    rejectsPython({ module: "segment.py", interpreter: "" }, ['option "interpreter"']);
+  });
+
+  it("refuses python with process, command, a JavaScript setup or cwd", () => {
+    const m = { module: "segment.py" };
+    rejectsPython(m, ['"python" and "process" cannot both be given'], { process() {} }, "process");
+    rejectsPython(
+      m,
+      ['"python" and "command" cannot both be given'],
+      { command: ["true"] },
+      "command",
+    );
+    rejectsPython(
+      m,
+      ['field "setup" is a JavaScript function', "python.setup"],
+      { setup() {} },
+      "setup",
+    );
+    rejectsPython(m, ['field "cwd" is only used with "command"'], { cwd: "." }, "cwd");
   });
 });

@@ -43,6 +43,25 @@ const TO_WORKER: ToWorker[] = [
     runId: "r1",
     params: { threshold: 0.5 },
   },
+  {
+    kind: "init",
+    protocol: PROTOCOL_VERSION,
+    taskId: "segment",
+    workerId: 4,
+    pipeline: "/shared/pipeline.ts",
+    pipelineSha256: null,
+    layout: LAYOUT,
+    measure: false,
+    outputs: [],
+    runId: "r1",
+    params: null,
+    python: {
+      module: "/shared/segment.py",
+      moduleSha256: "cd".repeat(32),
+      process: "process",
+      setup: null,
+    },
+  },
   { kind: "blocks", blocks: Float64Array.of(5, 1, 9, 2, 2 ** 40, 1), count: 3 },
   { kind: "recall", final: false },
   { kind: "recall", final: true },
@@ -170,6 +189,15 @@ describe("worker protocol frames", () => {
 
   it("checks what every message holds, naming the field", () => {
     assert.throws(() => parseFromWorker(null), ProtocolError);
+    const init = { ...TO_WORKER[1]! } as Record<string, unknown>;
+    assert.throws(
+      () => parseToWorker({ ...init, python: { module: "/a.py", process: 3 } }),
+      /"init python" message: "process" must be a string/,
+    );
+    assert.throws(
+      () => parseToWorker({ ...init, python: { module: "/a.py", process: "p", setup: 1 } }),
+      /"python.setup" must be a string or null/,
+    );
     assert.throws(() => parseFromWorker({ kind: "dance" }), /unknown kind: "dance"/);
     assert.throws(
       () =>

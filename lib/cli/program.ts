@@ -137,6 +137,10 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "--connect <host:port>",
       "the scheduler's address (default: $BLOCKWISE_CONNECT)",
     )
+    .option(
+      "--python-client",
+      "print the Python client that runs Python tasks' workers (one file, standard library only) and exit",
+    )
     .action(async (opts: WorkerCommandOptions) => {
       setExitCode(await workerCommand(opts));
     });

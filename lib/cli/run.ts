@@ -3,6 +3,7 @@
 import process from "node:process";
 import {
   buildPipelineGraph,
+  checkSerialRunnable,
   localExecutorFactory,
   type Precheck,
   type PrecheckRefusal,
@@ -12,7 +13,8 @@ import {
   runSerial,
 } from "../execute/mod.ts";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
-import { defaultWorkerLogDir, RemoteWorkers } from "../remote/remote_workers.ts";
+import { defaultWorkerLogDir, effectiveLaunches, RemoteWorkers } from "../remote/remote_workers.ts";
+import { checkInterpreters, defaultPythonClientDir } from "../remote/python_client.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole } from "../report/console_output.ts";
 import { createEventLog } from "../report/events.ts";
@@ -73,7 +75,9 @@ export async function runPipeline(
 ): Promise<number> {
   const graph = buildPipelineGraph(pipeline);
   // Refuse a task that could never start a worker before any store is opened or written.
-  if (options.serial !== true) {
+  if (options.serial === true) checkSerialRunnable(pipeline);
+  else {
+    checkInterpreters(pipeline, effectiveLaunches(pipeline, options.launcher));
     const budget = new ResourceBudget(options.resources ?? null);
     for (const task of pipeline.tasks) budget.checkFits(task.id, task.requires);
   }
@@ -291,16 +295,15 @@ async function openRemoteWorkers(
     }
     return null;
   }
+  const trackingDir = options.trackingDir === undefined ? null : resolve(options.trackingDir);
   return await RemoteWorkers.open({
     pipeline,
+    pythonClientDir: defaultPythonClientDir(trackingDir),
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
     ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
     logDir: options.logDir === undefined
-      ? defaultWorkerLogDir(
-        options.trackingDir === undefined ? null : resolve(options.trackingDir),
-        tracking.runId,
-      )
+      ? defaultWorkerLogDir(trackingDir, tracking.runId)
       : resolve(options.logDir, "workers"),
     runId: tracking.runId,
     log: (message) => observer.notice?.(message),

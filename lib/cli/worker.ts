@@ -1,14 +1,25 @@
-/** `blockwise worker --connect HOST:PORT`: serve one run as a remote worker. */
+/**
+ * `blockwise worker --connect HOST:PORT`: serve one run as a remote worker.
+ * `blockwise worker --python-client`: print the Python client that runs Python tasks' workers.
+ */
 
 import process from "node:process";
 import { runRemoteWorker, workerLog } from "../remote/remote_worker.ts";
+import { PYTHON_CLIENT_SOURCE } from "../remote/python_client_source.ts";
 import { EXIT_BLOCKS_FAILED, EXIT_OK } from "./exit_codes.ts";
 
 export interface WorkerCommandOptions {
   readonly connect?: string;
+  readonly pythonClient?: boolean;
 }
 
 export async function workerCommand(options: WorkerCommandOptions): Promise<number> {
+  if (options.pythonClient === true) {
+    await new Promise<void>((resolve) =>
+      process.stdout.write(PYTHON_CLIENT_SOURCE, () => resolve())
+    );
+    return EXIT_OK;
+  }
   const end = await runRemoteWorker({
     ...(options.connect === undefined ? {} : { connect: options.connect }),
     env: process.env,

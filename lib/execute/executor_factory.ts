@@ -1,6 +1,7 @@
 /**
  * The executors of a run on this machine: a Web Worker per worker of a `process` task, a child
- * process slot per worker of a `command` task. The run loop is handed a factory and never names
+ * process slot per worker of a `command` task (Python tasks' workers are processes reached over
+ * a socket: `lib/remote/remote_workers.ts` makes them). The run loop is handed a factory and never names
  * an executor kind, so other factories (byte-stream workers, remote workers) plug in unchanged.
  */
 
@@ -15,5 +16,9 @@ export const localExecutorFactory: ExecutorFactory = (spec: ExecutorSpec): Execu
       return new WorkerExecutor(webWorkerOptions(spec));
     case "command":
       return new CommandExecutor(spec, config);
+    case "python":
+      throw new Error(
+        `Internal error: Python task "${config.id}" has no Python workers (they come from RemoteWorkers)`,
+      );
   }
 };

@@ -26,6 +26,7 @@ import { schedulerOptions } from "./scheduler_options.ts";
 import { BlockOutputs } from "../outputs/block_outputs.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { TemporaryStats } from "../outputs/temporaries.ts";
+import { InputError } from "../errors.ts";
 
 export interface SerialRunOptions {
   readonly observer?: RunObserver;
@@ -45,11 +46,24 @@ export interface SerialRunOptions {
   readonly temporaryStats?: (task: number) => TemporaryStats | null;
 }
 
+/** Python tasks need their worker processes: --serial (this thread only) cannot run them. */
+export function checkSerialRunnable(pipeline: PipelineConfig): void {
+  const python = pipeline.tasks.filter((t) => t.kind === "python").map((t) => `"${t.id}"`);
+  if (python.length > 0) {
+    throw new InputError(
+      `--serial runs every block in blockwise's own thread, but task ${
+        python.join(", ")
+      } runs Python (python field), which needs Python worker processes; run without --serial (maxWorkers: 1 runs one block at a time)`,
+    );
+  }
+}
+
 export async function runSerial(
   pipeline: PipelineConfig,
   graph: DependencyGraph,
   options: SerialRunOptions = {},
 ): Promise<RunResult> {
+  checkSerialRunnable(pipeline);
   const started = performance.now();
   const clock = options.clock ?? SYSTEM_CLOCK;
   const observer = options.observer ?? {};
@@ -155,7 +169,9 @@ export async function runSerial(
         const outputs = staging.empty ? {} : staging.prepare(block);
         if (task.kind === "process") {
           await task.process(block, context, { outputs, params: task.params ?? {} });
-        } else await runCommandBlock(task.command, block, { cwd: task.cwd, outputs });
+        } else if (task.kind === "command") {
+          await runCommandBlock(task.command, block, { cwd: task.cwd, outputs });
+        } else throw new Error(`Internal error: --serial cannot run Python task "${task.id}"`);
         if (!staging.empty) report.commit = staging.collect(block, position);
       } catch (error) {
         failure = errorParts(error);

@@ -21,7 +21,7 @@ import {
 } from "./protocol/frames.ts";
 import { type FromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
 import { RunningBlockWatch } from "./running_block_watch.ts";
-import type { HelloMessage } from "./protocol/messages.ts";
+import type { HelloMessage, PythonInit } from "./protocol/messages.ts";
 
 /** How a launched remote worker is doing before (and while) it is connected. */
 export interface LaunchHandle {
@@ -43,6 +43,8 @@ export interface StreamExecutorOptions {
   readonly channel: ByteChannel | null;
   /** SHA-256 of the pipeline file, for a worker that loads it from a shared filesystem. */
   readonly pipelineSha256: string | null;
+  /** A Python task's module and functions, sent in `init` to the Python client. */
+  readonly python?: PythonInit;
   readonly leaseMs?: number;
   readonly frameCap?: number;
   /** Called once when the executor ends (stop, kill or loss): end the process, the job, ... */
@@ -274,6 +276,7 @@ export class StreamExecutor implements Executor {
           outputs: spec.outputs,
           runId: spec.runId,
           params: spec.config.params,
+          ...(this.#o.python === undefined ? {} : { python: this.#o.python }),
         });
         return;
       case "ready":

@@ -93,6 +93,21 @@ export type LaunchDefinition =
     walltimeMargin?: number;
   };
 
+/**
+ * A task whose blocks run a Python function in persistent Python workers: `module` is a .py file
+ * (relative to the pipeline file), imported once per worker; `setup()` (optional) runs once per
+ * worker and `process(block, state)` once per block.
+ */
+export interface PythonDefinition {
+  module: string;
+  /** The function called per block; default "process". */
+  process?: string;
+  /** A function called once per worker, whose result `process` gets; default none. */
+  setup?: string;
+  /** The Python 3.8+ program to run the workers with; default "python3". */
+  interpreter?: string;
+}
+
 /** What `process` gets as its third argument. */
 export interface BlockContext {
   /** Where to write each declared output for this block: a staging location, committed after. */
@@ -117,6 +132,7 @@ export interface TaskDefinition {
   process?: (block: Block, state: unknown, context: BlockContext) => unknown;
   setup?: () => unknown;
   command?: readonly string[];
+  python?: PythonDefinition;
   cwd?: string;
   check?: (block: Block) => boolean | Promise<boolean>;
   tracking?: string | false;
@@ -226,8 +242,25 @@ export interface CommandTaskConfig extends TaskConfigBase {
   readonly cwd: string | null;
 }
 
+/** A validated `python` field. */
+export interface PythonSettings {
+  /** Absolute path of the module. */
+  readonly module: string;
+  /** As written in the pipeline (for messages). */
+  readonly written: string;
+  readonly process: string;
+  readonly setup: string | null;
+  readonly interpreter: string;
+}
+
+/** A task whose blocks run a Python function in persistent Python worker processes. */
+export interface PythonTaskConfig extends TaskConfigBase {
+  readonly kind: "python";
+  readonly python: PythonSettings;
+}
+
 /** A validated task; `kind` says what runs its blocks. */
-export type TaskConfig = ProcessTaskConfig | CommandTaskConfig;
+export type TaskConfig = ProcessTaskConfig | CommandTaskConfig | PythonTaskConfig;
 
 export interface PipelineConfig {
   /** Absolute path of the pipeline module (workers import it again). */

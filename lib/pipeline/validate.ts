@@ -28,6 +28,7 @@ import {
   readVersion,
 } from "./output_fields.ts";
 import { LOCAL_LAUNCH, readLaunch } from "./launch_fields.ts";
+import { checkPythonAlone, readPython } from "./python_fields.ts";
 import type { Block, PipelineConfig, TaskConfig, TaskDefinition } from "./spec.ts";
 
 /**
@@ -77,6 +78,7 @@ const FIELD_SET: Record<keyof TaskDefinition, true> = {
   process: true,
   setup: true,
   command: true,
+  python: true,
   cwd: true,
   check: true,
   tracking: true,
@@ -308,12 +310,18 @@ function validateTask(
     | null;
   const command = read(() => t.command(outputs.map((o) => o.name)), null);
   const cwd = read(() => t.cwd(), null);
-  if (processFn === null && command === null && !problems.slice(before).some(isRunField)) {
+  const python = read(() => readPython(t, dirname(pipelinePath)), null);
+  const runFields = [processFn, command, python];
+  if (runFields.every((f) => f === null) && !problems.slice(before).some(isRunField)) {
     read(() =>
       t.failRaw(
         "process",
-        `needs a "process" function or a "command"; got neither. Add process(block) { ... }, or command: ["program", "{write_offset}", "{write_shape}"].`,
+        `needs a "process" function, a "command" or "python"; got none. Add process(block) { ... }, command: ["program", "{write_offset}", "{write_shape}"], or python: { module: "segment.py" }.`,
       ), null);
+  }
+  if (python !== null) {
+    const given = { process: processFn !== null, setup: setup !== null, command: command !== null };
+    read(() => checkPythonAlone(t, { ...given, cwd: cwd !== null }), null);
   }
   if (processFn !== null && command !== null) {
     read(() =>
@@ -348,6 +356,7 @@ function validateTask(
       ), null);
   }
   if (problems.length > before || layout === null) return null;
+  if (python !== null) return { ...base, layout, kind: "python", python };
   if (command !== null) {
     const folder = cwd === null ? null : resolve(dirname(pipelinePath), cwd);
     return { ...base, layout, kind: "command", command, cwd: folder };
@@ -358,7 +367,7 @@ function validateTask(
 
 /** A problem with a field that says how blocks run: "needs either" would only repeat it. */
 function isRunField(problem: PipelineError): boolean {
-  return problem.field === "process" || problem.field === "command";
+  return ["process", "command", "python"].includes(problem.field ?? "");
 }
 
 /** The layout if its ROIs agree and it can be tiled; throws the PipelineError otherwise. */

@@ -1,6 +1,7 @@
 /**
  * The remote half of a run: when a task's workers run elsewhere (`launch: "slurm"`,
- * `launch: { kind: "command" }`), the run listens for them (`--listen`, loopback by default),
+ * `launch: { kind: "command" }`), or are Python processes (a `python` task; child processes of
+ * this run with the default launch), the run listens for them (`--listen`, loopback by default),
  * makes the run's secret, and wraps the local executor factory so that those tasks get
  * `StreamExecutor`s: each launches one worker, waits for it to connect and authenticate on its
  * slot, then drives it like any other executor. The scheduler stays the only writer of the
@@ -13,6 +14,7 @@ import { join } from "node:path";
 import * as os from "node:os";
 import type { ExecutorFactory, ExecutorSpec } from "../execute/executor.ts";
 import { StreamExecutor } from "../execute/stream_executor.ts";
+import type { PythonInit } from "../execute/protocol/messages.ts";
 import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
 import { InputError } from "../errors.ts";
@@ -25,7 +27,13 @@ import {
   isLoopback,
   parseHostPort,
 } from "./address.ts";
-import { CommandLauncher, type Launcher } from "./launcher.ts";
+import { CommandLauncher, type Launcher, LocalProcessLauncher } from "./launcher.ts";
+import {
+  checkInterpreters,
+  defaultPythonClientDir,
+  pythonInit,
+  writePythonClient,
+} from "./python_client.ts";
 import { SlurmLauncher } from "./slurm_launcher.ts";
 import { WorkerServer } from "./worker_server.ts";
 
@@ -45,6 +53,8 @@ export interface RemoteWorkersOptions {
   readonly log: (message: string) => void;
   /** How long a connected worker may stay silent before it counts as lost (ms). */
   readonly leaseMs?: number;
+  /** Where the Python client is written (default: a per-user folder in the system's temp). */
+  readonly pythonClientDir?: string;
 }
 
 /** Each task's launch after `--launcher`; command tasks always run their blocks here. */
@@ -72,6 +82,10 @@ export class RemoteWorkers {
   readonly #sha256: string;
   readonly #launchers: (Launcher | null)[];
   readonly #launches: LaunchConfig[];
+  /** The Python client's file, when the pipeline has Python tasks. */
+  readonly #pythonClient: string | null;
+  /** Per task: a Python task's module as of the run's start (workers refuse another file). */
+  readonly #python: (PythonInit | null)[];
 
   private constructor(
     options: RemoteWorkersOptions,
@@ -79,51 +93,68 @@ export class RemoteWorkers {
     secret: string,
     launches: LaunchConfig[],
     launchers: (Launcher | null)[],
+    pythonClient: string | null,
   ) {
     this.#o = options;
     this.#server = server;
     this.#secret = secret;
     this.#launches = launches;
     this.#launchers = launchers;
+    this.#pythonClient = pythonClient;
+    this.#python = options.pipeline.tasks.map((t) => t.kind === "python" ? pythonInit(t) : null);
     this.#connect = connectAddress(server.address);
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
     );
   }
 
-  /** Null when every task's workers run here (nothing to listen for). */
+  /** Null when every task's workers are Web Workers or commands here (nothing to listen for). */
   static async open(options: RemoteWorkersOptions): Promise<RemoteWorkers | null> {
-    const launches = effectiveLaunches(options.pipeline, options.launcher);
-    if (launches.every((l) => l.kind === "local")) return null;
+    const { pipeline } = options;
+    const launches = effectiveLaunches(pipeline, options.launcher);
+    const python = pipeline.tasks.some((t) => t.kind === "python");
+    const remote = launches.some((l) => l.kind !== "local");
+    if (!remote && !python) return null;
+    checkInterpreters(pipeline, launches);
+    const pythonClient = python
+      ? writePythonClient(options.pythonClientDir ?? defaultPythonClientDir(null))
+      : null;
     const listen = options.listen === undefined
       ? { host: "127.0.0.1", port: 0 }
       : parseHostPort(options.listen, "--listen", true);
-    const launchers = launches.map((l) => makeLauncher(l, options));
+    const processes = new LocalProcessLauncher();
+    const launchers = launches.map((l, t) =>
+      l.kind === "local" && pipeline.tasks[t]!.kind === "python"
+        ? processes
+        : makeLauncher(l, options)
+    );
     const secret = newSecret();
     let server: WorkerServer;
     try {
       server = await WorkerServer.start({ listen, secret, log: options.log });
     } catch (error) {
-      await Promise.all(launchers.map((l) => l?.close()));
+      await Promise.all([...new Set(launchers)].map((l) => l?.close()));
       throw new InputError(
         `Cannot listen for workers on ${formatAddress(listen)}: ${
           (error as Error).message
         }; choose another --listen HOST:PORT (port 0 picks a free one)`,
       );
     }
-    const remote = new RemoteWorkers(options, server, secret, launches, launchers);
-    const where = formatAddress(remote.#connect);
-    options.log(
-      `Listening for remote workers on ${
-        formatAddress(server.address)
-      } (workers connect to ${where})`,
-    );
+    const workers = new RemoteWorkers(options, server, secret, launches, launchers, pythonClient);
+    const where = formatAddress(workers.#connect);
+    if (remote) {
+      options.log(
+        `Listening for remote workers on ${
+          formatAddress(server.address)
+        } (workers connect to ${where})`,
+      );
+    }
     if (isLoopback(listen.host) && launches.some((l) => l.kind === "slurm")) {
       options.log(
         `warning: listening on loopback only: SLURM workers on other nodes cannot connect; use --listen 0.0.0.0:0 (or this node's address) on a multi-node cluster`,
       );
     }
-    return remote;
+    return workers;
   }
 
   /** Where workers connect (for messages and tests). */
@@ -146,6 +177,7 @@ export class RemoteWorkers {
   #launch(spec: ExecutorSpec, launcher: Launcher): StreamExecutor {
     const slot = randomBytes(16).toString("hex");
     const launch = this.#launches[spec.task]!;
+    const python = this.#python[spec.task] ?? null;
     const env: Record<string, string> = {
       [SECRET_ENV]: this.#secret,
       [SLOT_ENV]: slot,
@@ -158,7 +190,7 @@ export class RemoteWorkers {
     const handle = launcher.launch({
       taskId: spec.config.id,
       workerId: spec.id,
-      argv: workerArgv(spec.config, formatAddress(this.#connect)),
+      argv: workerArgv(spec.config, formatAddress(this.#connect), this.#pythonClient),
       env,
       logDir: this.#o.logDir,
     });
@@ -166,6 +198,7 @@ export class RemoteWorkers {
       spec,
       channel: null,
       pipelineSha256: this.#sha256,
+      ...(python === null ? {} : { python }),
       launch: handle,
       ...(this.#o.leaseMs === undefined ? {} : { leaseMs: this.#o.leaseMs }),
       ...(launcher.connectTimeoutMs === undefined
@@ -179,21 +212,23 @@ export class RemoteWorkers {
 
   /** The process exits at once (a second signal): cancel every launch, synchronously. */
   abort(): void {
-    for (const l of this.#launchers) l?.abort();
+    for (const l of new Set(this.#launchers)) l?.abort();
   }
 
   /** Cancel every launch still alive, stop listening. */
   async close(): Promise<void> {
-    await Promise.all(this.#launchers.map((l) => l?.close()));
+    await Promise.all([...new Set(this.#launchers)].map((l) => l?.close()));
     await this.#server.close();
   }
 }
 
-/** The worker program for a task: this blockwise in worker mode. */
-function workerArgv(config: TaskConfig, connect: string): string[] {
+/** The worker program for a task: this blockwise in worker mode, or the Python client. */
+function workerArgv(config: TaskConfig, connect: string, pythonClient: string | null): string[] {
   switch (config.kind) {
     case "process":
       return [...selfCommand(), "worker", "--connect", connect];
+    case "python":
+      return [config.python.interpreter, pythonClient!, "--connect", connect];
     case "command":
       throw new Error(`Internal error: command task "${config.id}" has remote workers`);
   }

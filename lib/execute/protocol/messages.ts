@@ -79,6 +79,17 @@ export interface InitMessage {
   readonly runId: string;
   /** The task's params (or null), handed to `process` in its context. */
   readonly params: Readonly<Record<string, JsonValue>> | null;
+  /** Python tasks: the module the Python client imports and the functions it calls. */
+  readonly python?: PythonInit;
+}
+
+export interface PythonInit {
+  /** Absolute path of the module. */
+  readonly module: string;
+  /** SHA-256 (hex) of the module file; a worker that reads another file refuses to start. */
+  readonly moduleSha256: string | null;
+  readonly process: string;
+  readonly setup: string | null;
 }
 
 export interface BlocksMessage {
@@ -322,6 +333,7 @@ export function parseToWorker(value: unknown): ToWorker {
         outputs: outputs as OutputPlan[],
         runId: typeof m["runId"] === "string" ? m["runId"] : "run",
         params: params as Record<string, JsonValue> | null,
+        ...pythonOf(m),
       };
     }
     case "blocks": {
@@ -338,4 +350,26 @@ export function parseToWorker(value: unknown): ToWorker {
     default:
       throw new ProtocolError(`Scheduler message has an unknown kind: ${preview(kind)}`);
   }
+}
+
+function pythonOf(m: Record<string, unknown>): { python?: PythonInit } {
+  const v = m["python"];
+  if (v === undefined) return {};
+  const p = fields({ kind: "python", ...(typeof v === "object" ? v : { bad: v }) }, "Scheduler");
+  const sha = p["moduleSha256"] ?? null;
+  const setup = p["setup"] ?? null;
+  if (sha !== null && typeof sha !== "string") {
+    throw bad("init", "python.moduleSha256", "a string or null", sha);
+  }
+  if (setup !== null && typeof setup !== "string") {
+    throw bad("init", "python.setup", "a string or null", setup);
+  }
+  return {
+    python: {
+      module: str(p, "module", "init python"),
+      moduleSha256: sha,
+      process: str(p, "process", "init python"),
+      setup,
+    },
+  };
 }

@@ -1,0 +1,68 @@
+"""Python process functions for examples/python/pipeline.ts: smooth a volume, then threshold it.
+
+Each worker imports this module once and calls open_volumes() once; process functions get the
+block and what open_volumes returned. Volumes are .npy files in data/ (next to this file),
+memory-mapped: blocks write disjoint write ROIs, so many workers can write one array.
+"""
+
+import fcntl
+import json
+import os
+
+import numpy as np
+
+SHAPE = (128, 128, 128)
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+def volume(name):
+    """The float32 volume data/<name>.npy, created (zeros) by the first worker that needs it."""
+    path = os.path.join(DATA, name + ".npy")
+    os.makedirs(DATA, exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(path):
+            array = np.lib.format.open_memmap(path + ".tmp", "w+", np.float32, SHAPE)
+            array.flush()
+            del array
+            os.rename(path + ".tmp", path)
+    return np.load(path, mmap_mode="r+")
+
+
+def open_volumes():
+    """Runs once per worker: open (or create) the volumes, as a model would be loaded."""
+    print("worker %d opened its volumes" % os.getpid())
+    return {"smoothed": volume("smoothed"), "mask": volume("mask")}
+
+
+def raw(roi):
+    """The input: a smooth pattern plus deterministic noise, computed for any region."""
+    z, y, x = np.meshgrid(*(np.arange(o, o + s) for o, s in zip(roi.offset, roi.shape)),
+                          indexing="ij")
+    noise = np.sin(x * 12.9898 + y * 78.233 + z * 37.719) * 0.3
+    return (np.sin(x / 9.0) * np.cos(y / 11.0) + np.sin(z / 7.0) + noise).astype(np.float32)
+
+
+def smooth(block, volumes):
+    """Mean over a cube of 2 * radius + 1 voxels: needs `radius` voxels of context."""
+    r = block.params["radius"]
+    data = raw(block.read_roi)
+    total = np.zeros_like(data)
+    for dz in range(-r, r + 1):
+        for dy in range(-r, r + 1):
+            for dx in range(-r, r + 1):
+                total += np.roll(data, (dz, dy, dx), axis=(0, 1, 2))
+    mean = total / (2 * r + 1) ** 3
+    # The write ROI inside the read ROI (shrink fit cuts blocks at the volume's border).
+    inner = tuple(slice(w - o, w - o + s) for w, o, s in
+                  zip(block.write_roi.offset, block.read_roi.offset, block.write_roi.shape))
+    volumes["smoothed"][block.write_roi.to_slices()] = mean[inner]
+
+
+def threshold(block, volumes):
+    """Foreground where the smoothed signal is high; one JSON summary per block as an output."""
+    smoothed = volumes["smoothed"][block.write_roi.to_slices()]
+    mask = smoothed > block.params["level"]
+    volumes["mask"][block.write_roi.to_slices()] = mask
+    with open(block.outputs["counts"], "w") as f:
+        json.dump({"block": block.id, "index": block.index, "foreground": int(mask.sum())}, f)
