@@ -41,10 +41,18 @@ export interface BlockSourceOptions {
   readonly onAnswer: (apply: () => void) => void;
 }
 
+/**
+ * Blocks the pre-checks may skip one by one between two `resetSkipBudget` calls: a run loop
+ * that pumps then gives signals, timers and results a turn every ~10 ms of skipping, however
+ * many done blocks a task resumed block by block holds.
+ */
+export const SKIP_BUDGET = 65_536;
+
 export class BlockSource {
   readonly #o: BlockSourceOptions;
   readonly #checked: ReadyQueue[];
   readonly #checking: number[];
+  #skipsLeft = SKIP_BUDGET;
 
   constructor(options: BlockSourceOptions) {
     this.#o = options;
@@ -67,18 +75,34 @@ export class BlockSource {
     return this.#o.scheduler.readyCount(task) + this.#checked[task]!.length;
   }
 
+  /** Start a new turn of skipping (see SKIP_BUDGET). */
+  resetSkipBudget(): void {
+    this.#skipsLeft = SKIP_BUDGET;
+  }
+
   /**
-   * A ready block that passed the done marker and the skip mask, or -1. Blocks either one skips
-   * are completed as skipped on the way, releasing their downstream blocks.
+   * The skip budget of this turn is spent: blocks may be ready although `next` answered -1, and
+   * the run loop must come back after yielding to the event loop.
+   */
+  get starved(): boolean {
+    return this.#skipsLeft <= 0;
+  }
+
+  /**
+   * A ready block that passed the done marker and the skip mask, or -1 (none ready, or the
+   * skip budget is spent). Blocks either one skips are completed as skipped on the way,
+   * releasing their downstream blocks.
    */
   nextPrechecked(task: number): number {
     const { scheduler, completion } = this.#o;
     const precheck = this.#o.prechecks[task];
     while (true) {
+      if (this.#skipsLeft <= 0) return -1;
       const position = scheduler.acquire(task);
       if (position < 0) return -1;
       const skip = precheck === undefined ? null : precheck(position);
       if (skip === null) return position;
+      this.#skipsLeft--;
       if (typeof skip === "object") {
         completion.refused(task, position, scheduler.attemptOf(task, position), skip.refuse);
       } else {

@@ -46,6 +46,8 @@ import {
   recoverInterruptedMigration,
 } from "./migrate.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
+import { forEachBlockRun } from "./block_runs.ts";
+import type { DoneBytes } from "./done_scan.ts";
 
 export type { StoreAttributes } from "./store_metadata.ts";
 
@@ -267,15 +269,27 @@ export class TrackingStore {
     setUint64(this.#ioWrite32!, cell, usage.ioWriteBytes);
   }
 
-  /** How many of the task's blocks are marked done. */
+  /**
+   * How many of the task's blocks are marked done, read through the mapping (it touches every
+   * page: runs count with `scanDoneMarkers` over `doneBytes()` instead).
+   */
   doneBlocks(): number {
-    const layout = this.layout;
     let n = 0;
-    for (let p = 0; p < layout.blockCount; p++) {
-      const cell = layout.trackingCellOf(p);
-      if (cell >= 0 && this.done[cell] === 1) n++;
-    }
+    const done = this.done;
+    forEachBlockRun(this.layout, (_position, cell, length) => {
+      for (let c = cell; c < cell + length; c++) if (done[c] === 1) n++;
+    });
     return n;
+  }
+
+  /**
+   * Where a windowed reader finds the done bytes: the chunk file (a mapping writes through to
+   * it at once), or with the fs fallback the array in memory, which is ahead of the file until
+   * the next flush.
+   */
+  doneBytes(): DoneBytes {
+    if (this.mmapKind === "fs") return { array: this.done };
+    return { file: path.join(this.path, "done", chunkKey(this.layout.dims)) };
   }
 
   flush(): void {
