@@ -9,9 +9,12 @@
  */
 
 import * as fs from "node:fs";
+import * as path from "node:path";
 import type { TaskLayout } from "../blocks/mod.ts";
 import { messageOf, StoreError } from "../errors.ts";
+import { chunkKey } from "./arrays.ts";
 import { RunWindows } from "./block_runs.ts";
+import type { TrackingStore } from "./store.ts";
 
 /** Cells per window: 4 MiB of done bytes. */
 export const SCAN_WINDOW_CELLS = 1 << 22;
@@ -40,6 +43,17 @@ export interface DoneScan {
   readonly keptCount: number;
   /** Their positions in increasing order; null when `keep` was not given or `limit` was passed. */
   readonly kept: Float64Array | null;
+}
+
+/**
+ * Where a windowed reader finds a store's done bytes: the chunk file (a mapping writes through
+ * to it at once), or with the fs fallback the array in memory, ahead of the file until a flush.
+ */
+export function doneBytesOf(
+  store: Pick<TrackingStore, "mmapKind" | "done" | "path" | "layout">,
+): DoneBytes {
+  if (store.mmapKind === "fs") return { array: store.done };
+  return { file: path.join(store.path, "done", chunkKey(store.layout.dims)) };
 }
 
 /** Count the done markers of a task's store (see the module comment). */

@@ -21,7 +21,7 @@ import type { BlockReport, CompletionSink } from "../execute/completion.ts";
 import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
-import { type DoneScan, scanDoneMarkers } from "./done_scan.ts";
+import { doneBytesOf, type DoneScan, scanDoneMarkers } from "./done_scan.ts";
 
 export interface TrackingOptions {
   /** `--tracking-dir`: stores at `<dir>/<task id>` for tasks without their own setting. */
@@ -193,7 +193,7 @@ export class TrackingSession implements CompletionSink {
         continue;
       }
       const keep = options.keep?.(t) ?? null;
-      const scan = await scanDoneMarkers(tracked.store.doneBytes(), this.layouts[t]!, {
+      const scan = await scanDoneMarkers(doneBytesOf(tracked.store), this.layouts[t]!, {
         keep,
         ...(options.limit === undefined ? {} : { limit: options.limit }),
         ...(options.pause === undefined ? {} : { pause: options.pause }),

@@ -47,7 +47,6 @@ import {
 } from "./migrate.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
 import { forEachBlockRun } from "./block_runs.ts";
-import type { DoneBytes } from "./done_scan.ts";
 
 export type { StoreAttributes } from "./store_metadata.ts";
 
@@ -269,27 +268,13 @@ export class TrackingStore {
     setUint64(this.#ioWrite32!, cell, usage.ioWriteBytes);
   }
 
-  /**
-   * How many of the task's blocks are marked done, read through the mapping (it touches every
-   * page: runs count with `scanDoneMarkers` over `doneBytes()` instead).
-   */
+  /** Done blocks, counted through the mapping (every page: a run uses `scanDoneMarkers`). */
   doneBlocks(): number {
     let n = 0;
-    const done = this.done;
     forEachBlockRun(this.layout, (_position, cell, length) => {
-      for (let c = cell; c < cell + length; c++) if (done[c] === 1) n++;
+      for (let c = cell; c < cell + length; c++) if (this.done[c] === 1) n++;
     });
     return n;
-  }
-
-  /**
-   * Where a windowed reader finds the done bytes: the chunk file (a mapping writes through to
-   * it at once), or with the fs fallback the array in memory, which is ahead of the file until
-   * the next flush.
-   */
-  doneBytes(): DoneBytes {
-    if (this.mmapKind === "fs") return { array: this.done };
-    return { file: path.join(this.path, "done", chunkKey(this.layout.dims)) };
   }
 
   flush(): void {
