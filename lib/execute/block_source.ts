@@ -80,6 +80,11 @@ export class BlockSource {
     this.#skipsLeft = SKIP_BUDGET;
   }
 
+  /** Blocks the pre-checks skipped since the last `resetSkipBudget`. */
+  get skippedThisTurn(): number {
+    return SKIP_BUDGET - this.#skipsLeft;
+  }
+
   /**
    * The skip budget of this turn is spent: blocks may be ready although `next` answered -1, and
    * the run loop must come back after yielding to the event loop.

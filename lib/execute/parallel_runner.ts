@@ -327,7 +327,11 @@ export class ParallelRun implements ExecutorEvents {
     }
     this.#pool.retireFinished();
     this.#pool.spawnWanted();
+    const skipped = this.source.skippedThisTurn;
     for (const task of this.tasks) for (const e of task.executors) this.#dispatcher.fill(e);
+    // Blocks the pre-checks skipped just now may have finished a task or made blocks of
+    // another ready: retire and spawn again before anything waits for an event.
+    if (this.source.skippedThisTurn > skipped) this.#pumpAgain = true;
     this.#pool.rebalanceHeld();
     this.#pool.retireIdle();
     this.#pool.checkAbandonment();

@@ -82,7 +82,10 @@ export class Scheduler {
         this.#queues.push(new ReadyQueue(null));
         continue;
       }
-      const initial = layout.blockCount === 0 ? 0 : graph.initialCount(t);
+      // A resume that skips every block in bulk leaves none ready.
+      const initial = layout.blockCount === 0 || options[t]!.satisfiedExcept?.size === 0
+        ? 0
+        : graph.initialCount(t);
       this.#counters.push(new TaskCounters(layout.blockCount, initial));
       this.#queues.push(
         new ReadyQueue(initial === 0 ? null : graph.initialPositions(t), initial),
