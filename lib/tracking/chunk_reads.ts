@@ -161,13 +161,14 @@ export function streamBlockRuns(
     failures: Uint32Array,
     offset: number,
   ) => void,
+  windowCells = BLOCK_RUN_WINDOW,
 ): number {
   const runs = new RunWindows(meta.layout);
   let blocks = 0;
   streamChunks(
     meta,
     [trackingArray("done"), trackingArray("failures")],
-    BLOCK_RUN_WINDOW,
+    windowCells,
     null,
     (first, cells, [done, failureBytes]) => {
       const failures = new Uint32Array(failureBytes!.buffer, failureBytes!.byteOffset, cells);
