@@ -168,6 +168,8 @@ describe("windowed reads of a store", () => {
           assert.deepEqual([...scan.kept!], kept);
           assert.equal(scan.keptCount, kept.length);
           assert.equal(pauses, Math.ceil(layout.trackingCellCount / windowCells) - 1);
+          const counted = await scanDoneMarkers(source, layout, { windowCells });
+          assert.deepEqual([counted.done, counted.kept], [truth.done, null], "counting only");
         }
       }
       const limited = await scanDoneMarkers({ array: done }, layout, { keep, limit: 2 });

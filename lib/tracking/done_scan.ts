@@ -126,16 +126,19 @@ function countOnes(bytes: Uint8Array, start: number, end: number): number {
   let i = start;
   if (bytes.byteOffset % 4 === 0) {
     for (; i < end && (i & 3) !== 0; i++) if (bytes[i] === 1) n++;
-    const words = new Uint32Array(bytes.buffer, bytes.byteOffset + i, (end - i) >> 2);
-    for (let w = 0; w < words.length; w++) {
-      const x = words[w]!;
-      if (x === 0x01010101) n += 4;
-      else if (x !== 0) {
-        n += ((x & 0xff) === 1 ? 1 : 0) + (((x >>> 8) & 0xff) === 1 ? 1 : 0) +
-          (((x >>> 16) & 0xff) === 1 ? 1 : 0) + ((x >>> 24) === 1 ? 1 : 0);
+    const count = Math.max(0, (end - i) >> 2);
+    if (count > 0) {
+      const words = new Uint32Array(bytes.buffer, bytes.byteOffset + i, count);
+      for (let w = 0; w < count; w++) {
+        const x = words[w]!;
+        if (x === 0x01010101) n += 4;
+        else if (x !== 0) {
+          n += ((x & 0xff) === 1 ? 1 : 0) + (((x >>> 8) & 0xff) === 1 ? 1 : 0) +
+            (((x >>> 16) & 0xff) === 1 ? 1 : 0) + ((x >>> 24) === 1 ? 1 : 0);
+        }
       }
+      i += count * 4;
     }
-    i += words.length * 4;
   }
   for (; i < end; i++) if (bytes[i] === 1) n++;
   return n;
