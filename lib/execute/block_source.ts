@@ -42,17 +42,22 @@ export interface BlockSourceOptions {
 }
 
 /**
- * Blocks the pre-checks may skip one by one between two `resetSkipBudget` calls: a run loop
- * that pumps then gives signals, timers and results a turn every ~10 ms of skipping, however
- * many done blocks a task resumed block by block holds.
+ * A turn of skipping blocks one by one (done marker, skip mask) ends after SKIP_TURN_MS, looked
+ * at every SKIP_CHECK blocks: a run loop that pumps then gives signals, timers and results a
+ * turn, however many done blocks a task resumed block by block holds (a skip costs from a
+ * fraction of a microsecond to several, with many downstream blocks to count down).
  */
-export const SKIP_BUDGET = 65_536;
+export const SKIP_TURN_MS = 20;
+const SKIP_CHECK = 1024;
 
 export class BlockSource {
   readonly #o: BlockSourceOptions;
   readonly #checked: ReadyQueue[];
   readonly #checking: number[];
-  #skipsLeft = SKIP_BUDGET;
+  #turnStart = performance.now();
+  #untilCheck = SKIP_CHECK;
+  #skipped = 0;
+  #starved = false;
 
   constructor(options: BlockSourceOptions) {
     this.#o = options;
@@ -75,22 +80,25 @@ export class BlockSource {
     return this.#o.scheduler.readyCount(task) + this.#checked[task]!.length;
   }
 
-  /** Start a new turn of skipping (see SKIP_BUDGET). */
+  /** Start a new turn of skipping (see SKIP_TURN_MS). */
   resetSkipBudget(): void {
-    this.#skipsLeft = SKIP_BUDGET;
+    this.#turnStart = performance.now();
+    this.#untilCheck = SKIP_CHECK;
+    this.#skipped = 0;
+    this.#starved = false;
   }
 
   /** Blocks the pre-checks skipped since the last `resetSkipBudget`. */
   get skippedThisTurn(): number {
-    return SKIP_BUDGET - this.#skipsLeft;
+    return this.#skipped;
   }
 
   /**
-   * The skip budget of this turn is spent: blocks may be ready although `next` answered -1, and
-   * the run loop must come back after yielding to the event loop.
+   * This turn of skipping is over: blocks may be ready although `next` answered -1, and the run
+   * loop must come back after yielding to the event loop.
    */
   get starved(): boolean {
-    return this.#skipsLeft <= 0;
+    return this.#starved;
   }
 
   /**
@@ -102,12 +110,16 @@ export class BlockSource {
     const { scheduler, completion } = this.#o;
     const precheck = this.#o.prechecks[task];
     while (true) {
-      if (this.#skipsLeft <= 0) return -1;
+      if (this.#starved) return -1;
       const position = scheduler.acquire(task);
       if (position < 0) return -1;
       const skip = precheck === undefined ? null : precheck(position);
       if (skip === null) return position;
-      this.#skipsLeft--;
+      this.#skipped++;
+      if (--this.#untilCheck === 0) {
+        this.#untilCheck = SKIP_CHECK;
+        this.#starved = performance.now() - this.#turnStart > SKIP_TURN_MS;
+      }
       if (typeof skip === "object") {
         completion.refused(task, position, scheduler.attemptOf(task, position), skip.refuse);
       } else {
