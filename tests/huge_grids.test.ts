@@ -13,8 +13,11 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
 import { TaskLayout } from "../lib/blocks/mod.ts";
-import { buildPipelineGraph } from "../lib/execute/mod.ts";
-import { loadPipeline } from "../lib/pipeline/mod.ts";
+import { buildPipelineGraph, ParallelRun } from "../lib/execute/mod.ts";
+import { loadPipeline, validatePipeline } from "../lib/pipeline/mod.ts";
+import { FakeExecutorFactory } from "./fixtures/fake_executor.ts";
+import { ManualClock } from "./fixtures/manual_clock.ts";
+import { linearTask } from "./fixtures/run_rig.ts";
 import { ReadyQueue, RING_FIRST } from "../lib/schedule/ready_queue.ts";
 import { makeRoi } from "../lib/geometry/mod.ts";
 import { forEachBlockRun, RunWindows } from "../lib/tracking/block_runs.ts";
@@ -379,6 +382,34 @@ describe("signals while a huge run starts", () => {
       readStoreMetadata(store); // the validator accepts it
     });
   }
+});
+
+describe("skipping done blocks one by one", () => {
+  it("lets timers and signal handlers run between turns of skipping", async () => {
+    const pipeline = validatePipeline({ tasks: [linearTask("a", 1_000_000)] }, "/huge/p.ts");
+    const fakes = new FakeExecutorFactory();
+    const run = new ParallelRun(pipeline, buildPipelineGraph(pipeline), {
+      executorFactory: fakes.factory,
+      clock: new ManualClock(),
+      precheck: () => () => "done",
+    });
+    let finished = false;
+    let turns = 0;
+    const timer = setInterval(() => {
+      if (!finished) turns++;
+    }, 0);
+    const running = run.start();
+    // Blocks are pre-checked as an executor asks for them: the first one is ready.
+    fakes.made[0]!.becomeReady();
+    const result = await running;
+    finished = true;
+    clearInterval(timer);
+    assert.equal(result.tasks[0]!.counters.skipped, 1_000_000);
+    assert.ok(
+      turns >= 2,
+      `the event loop turned ${turns} times while a million blocks were skipped`,
+    );
+  });
 });
 
 describe("the ready queue of a huge first run", () => {
