@@ -2,9 +2,9 @@
  * Huge grids (issue 12 item 4): start-up time and memory must follow the frontier, not the
  * block count. Through the CLI, as a user runs it, with no-op blocks and 2 workers:
  *
- * (a) first run of a 1e9-block 3-D grid (total 1002^3, write 1^3, read 3^3): time to the first
- *     line on stderr and peak RSS over the first ~10 s; then SIGINT, which must end the run
- *     with exit 130 and the store's lock released;
+ * (a) first run of a 1e9-block grid, 3-D (total 1002^3, write 1^3, read 3^3) and 1-D: time to
+ *     the first line on stderr and peak RSS over the first ~10 s; then SIGINT, which must end
+ *     the run with exit 130 and the store's lock released;
  * (b) resume of a 1e8-block store (400 x 500 x 500 blocks) with every block done but a handful,
  *     the store written directly with the store code: under 10 s and under 500 MB peak RSS,
  *     running exactly the pending blocks;
@@ -158,26 +158,35 @@ console.log(`  ${"".padEnd(34)} ${"figure".padStart(12)}   budget`);
 
 // (a) First run of a 1e9-block grid, interrupted.
 if (!process.argv.includes("--skip-first-run")) {
-  const file = pipelineFile("giga", [1002, 1002, 1002]);
-  const tracking = path.join(dir, "tracking-giga");
-  const m = await measure(
-    ["run", file, "--tracking-dir", tracking, "--progress-interval", "1"],
-    firstRunSeconds,
-  );
-  console.log(`(a) first run, 1,000,000,000 blocks (3-D), SIGINT after ${firstRunSeconds} s`);
-  row(
-    "time to first output",
-    s(m.firstOutputS),
-    `< ${FIRST_OUTPUT_BUDGET_S} s`,
-    (m.firstOutputS ?? Infinity) < FIRST_OUTPUT_BUDGET_S,
-  );
-  row(`peak RSS over ${firstRunSeconds} s`, mb(m.peakMb), "", null);
-  row("exit code after SIGINT", String(m.code), "130", m.code === 130);
-  row("SIGINT to exit", s(m.stopS), "", null);
-  const lock = fs.existsSync(path.join(tracking, "giga", "blockwise.lock"));
-  row("lock released", lock ? "no" : "yes", "yes", !lock);
-  if (m.code !== 130) console.log(m.stderr);
-  fs.rmSync(tracking, { recursive: true, force: true });
+  for (
+    const [name, total, label] of [
+      ["giga", [1002, 1002, 1002], "3-D"],
+      ["line", [1_000_000_002], "1-D"],
+    ] as const
+  ) {
+    const file = pipelineFile(name, total);
+    const tracking = path.join(dir, `tracking-${name}`);
+    const m = await measure(
+      ["run", file, "--tracking-dir", tracking, "--progress-interval", "1"],
+      firstRunSeconds,
+    );
+    console.log(
+      `(a) first run, 1,000,000,000 blocks (${label}), SIGINT after ${firstRunSeconds} s`,
+    );
+    row(
+      "time to first output",
+      s(m.firstOutputS),
+      `< ${FIRST_OUTPUT_BUDGET_S} s`,
+      (m.firstOutputS ?? Infinity) < FIRST_OUTPUT_BUDGET_S,
+    );
+    row(`peak RSS over ${firstRunSeconds} s`, mb(m.peakMb), "", null);
+    row("exit code after SIGINT", String(m.code), "130", m.code === 130);
+    row("SIGINT to exit", s(m.stopS), "", null);
+    const lock = fs.existsSync(path.join(tracking, name, "blockwise.lock"));
+    row("lock released", lock ? "no" : "yes", "yes", !lock);
+    if (m.code !== 130) console.log(m.stderr);
+    fs.rmSync(tracking, { recursive: true, force: true });
+  }
 }
 
 // (b) Resume of a 1e8-block store with every block done but PENDING.
