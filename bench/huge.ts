@@ -116,7 +116,8 @@ async function measure(args: readonly string[], interruptAfterS?: number): Promi
     timers.push(setTimeout(() => {
       peak = Math.max(peak, statusKb(child.pid!, "VmHWM"));
       signalled = performance.now();
-      child.kill("SIGINT");
+      // process.kill, not child.kill: Deno's child.kill then reports the signal, not the code.
+      process.kill(child.pid!, "SIGINT");
     }, interruptAfterS * 1000));
     timers.push(setTimeout(() => child.kill("SIGKILL"), (interruptAfterS + 120) * 1000));
   }
