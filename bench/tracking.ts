@@ -100,6 +100,7 @@ async function runInProcess(
       resourceTracking: tracking.resourceTracking,
       mmap: "auto",
     });
+    await session.countDone();
   }
   const t1 = performance.now();
   const s = session;

@@ -16,6 +16,7 @@ import { EtaEstimator, formatBarLine } from "../lib/report/progress_format.ts";
 import { formatCountersLine } from "../lib/report/summary.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { ManualClock } from "./fixtures/manual_clock.ts";
 
 const newDir = scratchDirs("queued");
 
@@ -135,12 +136,12 @@ describe("queued remote workers in progress", () => {
 
   test("the events file's progress records carry the count while there is one", () => {
     const path = join(newDir("events"), "events.jsonl");
-    let now = 1000;
-    const log = createEventLog(path, "pipeline.ts", { now: () => now, throttleSeconds: 0 });
+    const clock = new ManualClock();
+    const log = createEventLog(path, "pipeline.ts", { clock, throttleSeconds: 0 });
     log.runStarted?.([task(undefined, { processing: 0, completed: 0, started: false })]);
-    now += 1;
+    clock.advance(1);
     log.progress?.([task(2)]);
-    now += 1;
+    clock.advance(1);
     log.progress?.([task(0, { completed: 3 })]);
     log.close?.();
     const records = fs.readFileSync(path, "utf8").trim().split("\n").map((l) =>

@@ -736,3 +736,24 @@ describe("run loop: resumed tasks", () => {
     assert.deepEqual([rig.counters("a").skipped, rig.counters("b").completed], [3, 3]);
   });
 });
+
+describe("run loop: progress", () => {
+  it("counts as running the blocks executors run now, not every block they hold", () => {
+    const rig = RunRig.start([linearTask("a", 200, { maxWorkers: 3 })], { initialWindow: 4 });
+    const executors = rig.executors("a");
+    assert.equal(executors.length, 3);
+    executors[0]!.becomeReady();
+    executors[1]!.becomeReady();
+    rig.advance(200); // a health tick: one progress report
+    let report = rig.progressReports.at(-1)![0]!;
+    assert.equal(report.counters.processing, 8, "two executors hold a window of 4 each");
+    assert.equal(report.running, 2, "but each runs one block at a time");
+    executors[2]!.becomeReady();
+    executors[0]!.succeed(4);
+    rig.advance(200);
+    report = rig.progressReports.at(-1)![0]!;
+    const holding = executors.filter((e) => e.held.length > 0).length;
+    assert.ok(report.counters.processing > holding);
+    assert.equal(report.running, holding);
+  });
+});

@@ -27,6 +27,11 @@ export function exitCodeForOutcome(outcome: RunOutcome): number {
   }
 }
 
+/** Exit code of a run stopped by a signal before its loop started (or a second signal). */
+export function exitCodeForSignal(signal: "SIGINT" | "SIGTERM"): number {
+  return signal === "SIGINT" ? EXIT_SIGINT : EXIT_SIGTERM;
+}
+
 /** Exit code for an error that ended a command; null when it is a bug (print the stack). */
 export function exitCodeForError(error: unknown): number | null {
   if (error instanceof StoreError) return EXIT_STORE_REFUSED;

@@ -7,25 +7,32 @@ import {
   localExecutorFactory,
   type Precheck,
   type PrecheckRefusal,
+  type ResumePlan,
   type RunObserver,
   runParallel,
   type RunResult,
   runSerial,
+  type StopReason,
 } from "../execute/mod.ts";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
-import { defaultWorkerLogDir, effectiveLaunches, RemoteWorkers } from "../remote/remote_workers.ts";
-import { checkInterpreters, defaultPythonClientDir } from "../remote/python_client.ts";
+import { effectiveLaunches, type RemoteWorkers } from "../remote/remote_workers.ts";
+import { checkInterpreters } from "../remote/python_client.ts";
+import { openRemoteWorkers } from "./run_remote.ts";
+import { yieldToEventLoop } from "../execute/run_clock.ts";
+import type { DependencyGraph } from "../graph/mod.ts";
+import { formatCount } from "../report/table.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
-import { createRunConsole } from "../report/console_output.ts";
-import { createEventLog } from "../report/events.ts";
+import { createRunConsole, type RunConsole } from "../report/console_output.ts";
+import { createEventLog, type EventLog } from "../report/events.ts";
 import { formatExecutionSummary, type RunLocations } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
 import { ResourceBudget, type Resources } from "../schedule/mod.ts";
-import { exitCodeForOutcome } from "./exit_codes.ts";
+import { exitCodeForOutcome, exitCodeForSignal } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
 import { type MmapKind, nativeMmapKind } from "../runtime/mod.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
-import { installStopSwitch } from "./signals.ts";
+import { installStopSwitch, type StopSwitch } from "./signals.ts";
+import { LARGE_RUN_BLOCKS, planRunResume, trackedBlocks } from "./run_resume.ts";
 import {
   describeReconcile,
   ForcedBlocks,
@@ -65,14 +72,47 @@ export interface RunCommandOptions {
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
-  const pipeline = await loadPipeline(file);
-  return await runPipeline(pipeline, options);
+  // Installed first, so that a signal is answered in every phase, loading included.
+  const stop = installStopSwitch();
+  stop.setPhase("loading the pipeline");
+  try {
+    const pipeline = await loadPipeline(file);
+    return await runPipeline(pipeline, options, stop);
+  } finally {
+    stop.dispose();
+  }
+}
+
+/** A signal arrived before the run loop started (see `checkpoint`). */
+class StoppedBeforeRun {
+  constructor(readonly reason: StopReason) {}
 }
 
 export async function runPipeline(
   pipeline: PipelineConfig,
   options: RunCommandOptions,
+  stopSwitch?: StopSwitch,
 ): Promise<number> {
+  const stop = stopSwitch ?? installStopSwitch();
+  try {
+    return await runStages(pipeline, options, stop);
+  } finally {
+    if (stopSwitch === undefined) stop.dispose();
+  }
+}
+
+async function runStages(
+  pipeline: PipelineConfig,
+  options: RunCommandOptions,
+  stop: StopSwitch,
+): Promise<number> {
+  /** Between two steps of the start: let a signal in, and stop there when one came. */
+  const checkpoint = async (): Promise<void> => {
+    await yieldToEventLoop();
+    const reason = stop.reason();
+    if (reason !== null) throw new StoppedBeforeRun(reason);
+  };
+  stop.setPhase("preparing the run");
   const graph = buildPipelineGraph(pipeline);
   // Refuse a task that could never start a worker before any store is opened or written.
   if (options.serial === true) checkSerialRunnable(pipeline);
@@ -101,41 +141,112 @@ export async function runPipeline(
     color,
   });
   const observer = combineObservers(console.observer, events);
-  pipeline.tasks.forEach((task, t) => {
-    for (const warning of layoutWarnings(task, graph.layouts[t]!)) {
-      observer.notice?.(`warning: ${warning}`);
-    }
+  let tracking: TrackingSession | null = null;
+  let outputs: RunOutputs | null = null;
+  const closeAll = (stoppedBy: StopReason | null, code: number | null) => {
+    tracking?.close(null, code, undefined, stoppedBy);
+    console.close();
+    events?.close();
+  };
+  stop.setHardExit(() => {
+    const reason = stop.reason() ?? "SIGINT";
+    closeAll(reason, exitCodeForSignal(reason));
   });
-  let tracking: TrackingSession;
+  let plan: ResumePlan;
+  let forced: ForcedBlocks;
   try {
+    await checkpoint();
+    pipeline.tasks.forEach((task, t) => {
+      for (const warning of layoutWarnings(task, graph.layouts[t]!)) {
+        observer.notice?.(`warning: ${warning}`);
+      }
+    });
+    const trackingDir = options.trackingDir ?? null;
+    const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
+    if (huge) {
+      observer.notice?.(
+        `Opening tracking stores (${
+          formatCount(trackedBlocks(pipeline, graph.layouts, trackingDir))
+        } blocks)...`,
+      );
+    }
+    stop.setPhase("opening tracking stores");
     const provenance = needsProvenance(pipeline, graph);
     tracking = await TrackingSession.open(pipeline, graph.layouts, {
-      trackingDir: options.trackingDir ?? null,
+      trackingDir,
       resourceTracking: options.resourceTracking === true,
       mmap: mmapKindFor(options.trackingIo ?? "auto"),
       provenance: (t) => provenance[t] === true,
       onNotice: (message) => observer.notice?.(message),
     });
-  } catch (error) {
-    console.close();
-    events?.close();
-    throw error;
-  }
-  let outputs: RunOutputs;
-  let forced: ForcedBlocks;
-  try {
+    await checkpoint();
     forced = ForcedBlocks.parse(options.force ?? [], pipeline, graph.layouts);
     outputs = RunOutputs.open(pipeline, graph, tracking, {
       forced,
       keepTemp: options.keepTemp === true,
       onNotice: (message) => observer.notice?.(message),
     });
+    stop.setPhase("checking done markers");
+    await checkpoint();
+    plan = await planRunResume({
+      pipeline,
+      graph,
+      tracking,
+      outputs,
+      forced,
+      masks,
+      checkpoint,
+      notice: huge ? (message) => observer.notice?.(message) : null,
+    });
+    await checkpoint();
   } catch (error) {
-    tracking.close(null, null);
-    console.close();
-    events?.close();
+    if (outputs !== null) await outputs.close();
+    if (error instanceof StoppedBeforeRun) {
+      const code = exitCodeForSignal(error.reason);
+      closeAll(error.reason, code);
+      process.stderr.write(
+        `Stopped by ${error.reason} before any block ran` +
+          (tracking === null ? ".\n" : "; the tracking stores are closed and unlocked.\n"),
+      );
+      return code;
+    }
+    closeAll(null, null);
     throw error;
   }
+  return await runLoop(pipeline, graph, options, {
+    stop,
+    tracking,
+    outputs,
+    forced,
+    masks,
+    plan,
+    observer,
+    console,
+    events,
+    color,
+  });
+}
+
+interface Started {
+  readonly stop: StopSwitch;
+  readonly tracking: TrackingSession;
+  readonly outputs: RunOutputs;
+  readonly forced: ForcedBlocks;
+  readonly masks: readonly (SkipMask | null)[];
+  readonly plan: ResumePlan;
+  readonly observer: RunObserver;
+  readonly console: RunConsole;
+  readonly events: EventLog | null;
+  readonly color: boolean;
+}
+
+async function runLoop(
+  pipeline: PipelineConfig,
+  graph: DependencyGraph,
+  options: RunCommandOptions,
+  started: Started,
+): Promise<number> {
+  const { stop, tracking, outputs, forced, masks, observer, console, events, color } = started;
   const errorsLog = errorsLogObserver({
     storeOf: (id) => tracking.store(pipeline.tasks.findIndex((t) => t.id === id))?.path ?? null,
     runId: tracking.runId,
@@ -160,7 +271,12 @@ export async function runPipeline(
   }
   let remote: RemoteWorkers | null = null;
   try {
-    remote = await openRemoteWorkers(pipeline, options, tracking, observer);
+    remote = await openRemoteWorkers(
+      pipeline,
+      options,
+      tracking.runId,
+      (message) => observer.notice?.(message),
+    );
   } catch (error) {
     await outputs.close();
     tracking.close(null, null);
@@ -168,7 +284,7 @@ export async function runPipeline(
     events?.close();
     throw error;
   }
-  const stop = installStopSwitch(() => {
+  stop.setHardExit(() => {
     remote?.abort();
     tracking.close(null, null);
     console.close();
@@ -190,10 +306,12 @@ export async function runPipeline(
     precheck: (t: number) =>
       combinePrechecks(outputs.precheck(t, tracking.precheck(t), forced), masks[t] ?? null),
     alreadyDone: (t: number) => outputs.fullyFresh(t, (u) => tracking.fullyDone(u), forced),
+    resume: started.plan,
     outputs: outputs.plans,
     runId: tracking.runId,
     temporaryStats: (t: number) => outputs.temporaryStats(t),
   };
+  stop.setPhase(null);
   let result: RunResult;
   try {
     result = options.serial === true
@@ -214,7 +332,6 @@ export async function runPipeline(
     tracking.close(null, null);
     throw error;
   } finally {
-    stop.dispose();
     console.close();
   }
   await remote?.close();
@@ -278,36 +395,6 @@ export function summaryText(
     })),
     { color, outcome: result.outcome, exitCode, ...(locations === undefined ? {} : { locations }) },
   );
-}
-
-/** Remote workers when some task's run elsewhere (not with --serial, which runs every block here). */
-async function openRemoteWorkers(
-  pipeline: PipelineConfig,
-  options: RunCommandOptions,
-  tracking: TrackingSession,
-  observer: RunObserver,
-): Promise<RemoteWorkers | null> {
-  if (options.serial === true) {
-    if (options.launcher !== undefined && options.launcher !== "local") {
-      observer.notice?.(
-        `warning: --serial runs every block here; --launcher ${options.launcher} is ignored`,
-      );
-    }
-    return null;
-  }
-  const trackingDir = options.trackingDir === undefined ? null : resolve(options.trackingDir);
-  return await RemoteWorkers.open({
-    pipeline,
-    pythonClientDir: defaultPythonClientDir(trackingDir),
-    ...(options.listen === undefined ? {} : { listen: options.listen }),
-    ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
-    ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
-    logDir: options.logDir === undefined
-      ? defaultWorkerLogDir(trackingDir, tracking.runId)
-      : resolve(options.logDir, "workers"),
-    runId: tracking.runId,
-    log: (message) => observer.notice?.(message),
-  });
 }
 
 function combineObservers(...observers: (RunObserver | null)[]): RunObserver {

@@ -1,30 +1,43 @@
 /**
- * SIGINT/SIGTERM handling for runs: the first signal asks the run to stop gracefully; a second
- * one exits at once with the signal's exit code.
+ * SIGINT/SIGTERM handling for runs, installed before anything else so that every phase answers
+ * a signal: the first signal asks the run to stop gracefully (before the run loop: after the
+ * current step of opening and checking the stores; in the loop: after the blocks in flight);
+ * a second one exits at once with the signal's exit code, after the cleanup set for the phase.
  */
 
 import process from "node:process";
 import type { StopReason } from "../execute/mod.ts";
-import { EXIT_SIGINT, EXIT_SIGTERM } from "./exit_codes.ts";
+import { exitCodeForSignal } from "./exit_codes.ts";
 
 export interface StopSwitch {
   readonly reason: () => StopReason | null;
   readonly onStop: (listener: (reason: StopReason) => void) => void;
+  /**
+   * What the run is doing before its loop starts ("opening tracking stores"), which the first
+   * signal's message names; null once the loop runs (blocks in flight then get to finish).
+   */
+  readonly setPhase: (phase: string | null) => void;
+  /** What a second signal does before it exits at once (replaces the previous cleanup). */
+  readonly setHardExit: (cleanup: () => void) => void;
   readonly dispose: () => void;
 }
 
 export function installStopSwitch(beforeHardExit: () => void = () => {}): StopSwitch {
   let reason: StopReason | null = null;
+  let phase: string | null = null;
+  let cleanup = beforeHardExit;
   const listeners: ((reason: StopReason) => void)[] = [];
   const handler = (signal: StopReason) => () => {
     if (reason !== null) {
       process.stderr.write(`\nReceived ${signal} again: stopping now.\n`);
-      beforeHardExit();
-      process.exit(signal === "SIGINT" ? EXIT_SIGINT : EXIT_SIGTERM);
+      cleanup();
+      process.exit(exitCodeForSignal(signal));
     }
     reason = signal;
     process.stderr.write(
-      `\nReceived ${signal}: finishing blocks in flight, then stopping (send it again to stop now).\n`,
+      phase === null
+        ? `\nReceived ${signal}: finishing blocks in flight, then stopping (send it again to stop now).\n`
+        : `\nReceived ${signal} while ${phase}: stopping before any block runs (send it again to stop now).\n`,
     );
     for (const l of listeners) l(signal);
   };
@@ -35,6 +48,8 @@ export function installStopSwitch(beforeHardExit: () => void = () => {}): StopSw
   return {
     reason: () => reason,
     onStop: (listener) => listeners.push(listener),
+    setPhase: (p) => (phase = p),
+    setHardExit: (c) => (cleanup = c),
     dispose: () => {
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);

@@ -22,7 +22,7 @@ import { InvalidArgumentError } from "commander";
 import { roiToString } from "../geometry/mod.ts";
 import { formatBytes } from "../report/utilization.ts";
 import { formatCount, formatShape } from "../report/table.ts";
-import { renderGridMap } from "../tracking/grid_map.ts";
+import { GridMap } from "../tracking/grid_map.ts";
 import { findStores } from "../tracking/find_stores.ts";
 import { inspectStores, type OutputReport, type StoreReport } from "../tracking/inspect.ts";
 import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
@@ -159,7 +159,19 @@ export function formatStoreReport(r: StoreReport): string[] {
 
 export async function statusCommand(target: string, options: StatusOptions): Promise<number> {
   const map = options.map === true || options.axis !== undefined || options.slice !== undefined;
-  const { inspections, failures } = inspectStores(findStores(target), map);
+  // Made before anything is read, so a bad --axis/--slice fails before anything is printed.
+  const color = process.stdout.isTTY === true && process.env["NO_COLOR"] === undefined;
+  const width = Math.max(20, (process.stdout.isTTY ? process.stdout.columns : undefined) ?? 80);
+  const makeMap = map
+    ? (shape: readonly number[]) =>
+      new GridMap(shape, {
+        width: width - 2,
+        color,
+        ...(options.axis === undefined ? {} : { axis: options.axis }),
+        ...(options.slice === undefined ? {} : { slice: options.slice }),
+      })
+    : null;
+  const { inspections, failures } = inspectStores(findStores(target), makeMap);
   const exitCode = failures.length > 0 ? EXIT_STORE_REFUSED : EXIT_OK;
   const out = new LineWriter();
   if (options.json) {
@@ -172,22 +184,7 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
     await out.flush();
     return exitCode;
   }
-  // Render every map first, so a bad --axis/--slice fails before anything is printed.
-  const color = process.stdout.isTTY === true && process.env["NO_COLOR"] === undefined;
-  const width = Math.max(20, (process.stdout.isTTY ? process.stdout.columns : undefined) ?? 80);
-  const maps = inspections.map((i) =>
-    map
-      ? renderGridMap(
-        { block_grid_shape: i.report.block_grid_shape, states: i.states },
-        {
-          width: width - 2,
-          color,
-          ...(options.axis === undefined ? {} : { axis: options.axis }),
-          ...(options.slice === undefined ? {} : { slice: options.slice }),
-        },
-      )
-      : null
-  );
+  const maps = inspections.map((i) => i.map?.render() ?? null);
   const stores = inspections.length + failures.length;
   if (stores > 1) {
     const total = inspections.reduce((n, i) => n + i.report.blocks, 0);

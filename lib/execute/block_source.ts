@@ -41,10 +41,23 @@ export interface BlockSourceOptions {
   readonly onAnswer: (apply: () => void) => void;
 }
 
+/**
+ * A turn of skipping blocks one by one (done marker, skip mask) ends after SKIP_TURN_MS, looked
+ * at every SKIP_CHECK blocks: a run loop that pumps then gives signals, timers and results a
+ * turn, however many done blocks a task resumed block by block holds (a skip costs from a
+ * fraction of a microsecond to several, with many downstream blocks to count down).
+ */
+export const SKIP_TURN_MS = 20;
+const SKIP_CHECK = 1024;
+
 export class BlockSource {
   readonly #o: BlockSourceOptions;
   readonly #checked: ReadyQueue[];
   readonly #checking: number[];
+  #turnStart = performance.now();
+  #untilCheck = SKIP_CHECK;
+  #skipped = 0;
+  #starved = false;
 
   constructor(options: BlockSourceOptions) {
     this.#o = options;
@@ -67,18 +80,46 @@ export class BlockSource {
     return this.#o.scheduler.readyCount(task) + this.#checked[task]!.length;
   }
 
+  /** Start a new turn of skipping (see SKIP_TURN_MS). */
+  resetSkipBudget(): void {
+    this.#turnStart = performance.now();
+    this.#untilCheck = SKIP_CHECK;
+    this.#skipped = 0;
+    this.#starved = false;
+  }
+
+  /** Blocks the pre-checks skipped since the last `resetSkipBudget`. */
+  get skippedThisTurn(): number {
+    return this.#skipped;
+  }
+
   /**
-   * A ready block that passed the done marker and the skip mask, or -1. Blocks either one skips
-   * are completed as skipped on the way, releasing their downstream blocks.
+   * This turn of skipping is over: blocks may be ready although `next` answered -1, and the run
+   * loop must come back after yielding to the event loop.
+   */
+  get starved(): boolean {
+    return this.#starved;
+  }
+
+  /**
+   * A ready block that passed the done marker and the skip mask, or -1 (none ready, or the
+   * skip budget is spent). Blocks either one skips are completed as skipped on the way,
+   * releasing their downstream blocks.
    */
   nextPrechecked(task: number): number {
     const { scheduler, completion } = this.#o;
     const precheck = this.#o.prechecks[task];
     while (true) {
+      if (this.#starved) return -1;
       const position = scheduler.acquire(task);
       if (position < 0) return -1;
       const skip = precheck === undefined ? null : precheck(position);
       if (skip === null) return position;
+      this.#skipped++;
+      if (--this.#untilCheck === 0) {
+        this.#untilCheck = SKIP_CHECK;
+        this.#starved = performance.now() - this.#turnStart > SKIP_TURN_MS;
+      }
       if (typeof skip === "object") {
         completion.refused(task, position, scheduler.attemptOf(task, position), skip.refuse);
       } else {

@@ -47,6 +47,11 @@ export interface CompletionSink {
   /** An attempt failed; `permanent` when no retry is left. */
   failed(report: BlockReport, permanent: boolean): void;
   skipped?(task: number, position: number, reason: SkipReason): void;
+  /**
+   * `count` blocks a resume skipped in bulk (never handed out, never visited one by one). A
+   * sink that must see each skipped block keeps the run from skipping in bulk instead.
+   */
+  skippedInBulk?(task: number, count: number, reason: SkipReason): void;
   orphaned?(task: number, position: number): void;
 }
 
@@ -181,6 +186,17 @@ export class BlockCompletion {
   skipped(task: number, position: number, reason: SkipReason): void {
     if (this.#o.scheduler.succeed(task, position, reason)) {
       this.#o.sink?.skipped?.(task, position, reason);
+    }
+  }
+
+  /**
+   * Blocks a resume found done (or masked) with everything upstream of them so: counted as
+   * completed and skipped at once, through the same sink, without a visit per block.
+   */
+  skippedInBulk(task: number, count: number, reason: SkipReason): void {
+    if (count === 0) return;
+    if (this.#o.scheduler.succeedInBulk(task, count)) {
+      this.#o.sink?.skippedInBulk?.(task, count, reason);
     }
   }
 

@@ -10,3 +10,4 @@ export * from "./completion.ts";
 export type { Precheck, PrecheckRefusal } from "./block_source.ts";
 export { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
 export { localExecutorFactory } from "./executor_factory.ts";
+export * from "./resume_plan.ts";

@@ -36,6 +36,7 @@ import {
 } from "./run_types.ts";
 import { schedulerOptions } from "./scheduler_options.ts";
 import { TaskRuntime } from "./task_runtime.ts";
+import type { ResumePlan } from "./resume_plan.ts";
 
 const HEALTH_TICK_MS = 200;
 
@@ -50,6 +51,8 @@ export interface ParallelRunOptions {
   readonly precheck?: (task: number) => Precheck | undefined;
   /** Tasks whose every block is done already (a fully resumed task). */
   readonly alreadyDone?: (task: number) => boolean;
+  /** Blocks a resume skips in bulk (`planResume`); the rest are pre-checked one by one. */
+  readonly resume?: ResumePlan;
   /** Register for stop requests (signals); the run stops dispatching and drains. */
   readonly onStopRequest?: (listener: (reason: StopReason) => void) => void;
   /** Seconds in-flight blocks get to finish after a stop request before workers are killed. */
@@ -106,6 +109,8 @@ export class ParallelRun implements ExecutorEvents {
   #finished = false;
   #pumping = false;
   #pumpAgain = false;
+  /** A pump is due after a turn of the event loop (the skip budget ran out). */
+  #pumpDeferred = false;
   #settle: { resolve(r: RunResult): void; reject(e: unknown): void } | null = null;
   #stopTicking: (() => void) | null = null;
   readonly #startedAt = performance.now();
@@ -192,6 +197,7 @@ export class ParallelRun implements ExecutorEvents {
     return new Promise((resolve, reject) => {
       this.#settle = { resolve, reject };
       this.#options.onStopRequest?.((reason) => this.#requestStop(reason));
+      this.#options.resume?.apply(this.completion);
       this.#observer.runStarted?.(this.snapshots());
       this.#stopTicking = this.#clock.every(HEALTH_TICK_MS, () => this.#guard(() => this.#tick()));
       this.#guard(() => this.#pump());
@@ -304,13 +310,22 @@ export class ParallelRun implements ExecutorEvents {
       return;
     }
     this.#pumping = true;
+    this.source.resetSkipBudget();
     try {
       do {
         this.#pumpAgain = false;
         this.#pumpOnce();
-      } while (this.#pumpAgain && !this.#finished);
+      } while (this.#pumpAgain && !this.#finished && !this.source.starved);
     } finally {
       this.#pumping = false;
+    }
+    if (this.source.starved && !this.#finished && !this.#pumpDeferred) {
+      // Skipping done blocks one by one: let signals, timers and results in, then go on.
+      this.#pumpDeferred = true;
+      setTimeout(() => {
+        this.#pumpDeferred = false;
+        this.#guard(() => this.#pump());
+      }, 0);
     }
   }
 
@@ -321,7 +336,11 @@ export class ParallelRun implements ExecutorEvents {
     }
     this.#pool.retireFinished();
     this.#pool.spawnWanted();
+    const skipped = this.source.skippedThisTurn;
     for (const task of this.tasks) for (const e of task.executors) this.#dispatcher.fill(e);
+    // Blocks the pre-checks skipped just now may have finished a task or made blocks of
+    // another ready: retire and spawn again before anything waits for an event.
+    if (this.source.skippedThisTurn > skipped) this.#pumpAgain = true;
     this.#pool.rebalanceHeld();
     this.#pool.retireIdle();
     this.#pool.checkAbandonment();

@@ -29,3 +29,11 @@ export const SYSTEM_CLOCK: RunClock = {
     return () => clearTimeout(timer);
   },
 };
+
+/**
+ * Let timers, I/O and signal handlers run: a macrotask, since a resolved promise alone runs
+ * before any of them.
+ */
+export function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}

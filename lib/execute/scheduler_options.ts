@@ -2,13 +2,24 @@
 
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { SchedulerTaskOptions } from "../schedule/mod.ts";
+import type { ResumePlan } from "./resume_plan.ts";
 
 export function schedulerOptions(
   pipeline: PipelineConfig,
-  options: { readonly alreadyDone?: (task: number) => boolean },
+  options: {
+    readonly alreadyDone?: (task: number) => boolean;
+    readonly resume?: ResumePlan;
+  },
 ): SchedulerTaskOptions[] {
-  return pipeline.tasks.map((t, i) => ({
-    maxRetries: t.maxRetries,
-    ...(options.alreadyDone?.(i) === true ? { alreadyDone: true } : {}),
-  }));
+  return pipeline.tasks.map((t, i) => {
+    const except = options.resume?.except(i) ?? null;
+    return {
+      maxRetries: t.maxRetries,
+      ...(options.alreadyDone?.(i) === true
+        ? { alreadyDone: true }
+        : except === null
+        ? {}
+        : { satisfiedExcept: except }),
+    };
+  });
 }

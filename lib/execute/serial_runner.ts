@@ -13,7 +13,7 @@ import { makeBlock } from "./block.ts";
 import { BlockSource, type Precheck } from "./block_source.ts";
 import { runCommandBlock } from "./command_block.ts";
 import { BlockCompletion, type BlockReport, type CompletionSink } from "./completion.ts";
-import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
+import { type RunClock, SYSTEM_CLOCK, yieldToEventLoop } from "./run_clock.ts";
 import {
   errorParts,
   outcomeOf,
@@ -27,6 +27,10 @@ import { BlockOutputs } from "../outputs/block_outputs.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { TemporaryStats } from "../outputs/temporaries.ts";
 import { InputError } from "../errors.ts";
+import type { ResumePlan } from "./resume_plan.ts";
+
+/** Longest stretch of blocks run without letting timers and signal handlers in. */
+const YIELD_EVERY_MS = 50;
 
 export interface SerialRunOptions {
   readonly observer?: RunObserver;
@@ -35,6 +39,8 @@ export interface SerialRunOptions {
   readonly precheck?: (task: number) => Precheck | undefined;
   /** Tasks whose every block is done already (a fully resumed task). */
   readonly alreadyDone?: (task: number) => boolean;
+  /** Blocks a resume skips in bulk (`planResume`); the rest are pre-checked one by one. */
+  readonly resume?: ResumePlan;
   /** Checked between blocks; when it reports a reason the run stops and reports it. */
   readonly stopRequested?: () => StopReason | null;
   readonly clock?: RunClock;
@@ -110,6 +116,7 @@ export async function runSerial(
   const outputsOf = (t: number): BlockOutputs => staging[t]!;
   let stoppedBy: StopReason | null = null;
 
+  options.resume?.apply(completion);
   observer.runStarted?.(snapshots());
 
   const contextOf = async (t: number, task: TaskConfig): Promise<unknown> => {
@@ -118,8 +125,15 @@ export async function runSerial(
     return contexts.get(t);
   };
 
+  let yieldedAt = performance.now();
   while (!scheduler.isFinished()) {
     if (pendingBug !== null) throw pendingBug;
+    // Blocks and skips that never wait would keep signals out: give them a turn now and then.
+    if (source.starved || performance.now() - yieldedAt > YIELD_EVERY_MS) {
+      await yieldToEventLoop();
+      yieldedAt = performance.now();
+    }
+    source.resetSkipBudget();
     stoppedBy = options.stopRequested?.() ?? null;
     if (stoppedBy !== null) break;
     let ran = false;
@@ -184,7 +198,7 @@ export async function runSerial(
       break;
     }
     observer.progress?.(snapshots());
-    if (!ran && scheduler.isStalled()) {
+    if (!ran && !source.starved && scheduler.isStalled()) {
       throw new Error(
         `Internal error: no block is ready or running but tasks are unfinished: ${
           JSON.stringify(snapshots())

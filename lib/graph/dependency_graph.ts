@@ -16,6 +16,14 @@ export interface BlockRef {
 
 export type BlockVisitor = (task: number, position: number) => void;
 
+/** A set of block positions of one task. */
+export interface BlockSet {
+  readonly size: number;
+  has(position: number): boolean;
+  /** Every position, once each. */
+  forEach(visit: (position: number) => void): void;
+}
+
 /** Lists up to this long are sorted by insertion (stable); longer ones by `Array.sort`. */
 const SMALL_SORT = 32;
 
@@ -40,6 +48,10 @@ function makeScratch(dims: number): Scratch {
 export class DependencyGraph {
   readonly dag: TaskDag;
   readonly #satisfied = new Set<number>();
+  /** Tasks whose every block but these succeeded before the run (see `markSatisfiedExcept`). */
+  readonly #exceptions = new Map<number, BlockSet>();
+  /** Per task, its initial positions when they cost a walk to find (computed once). */
+  readonly #initialCache = new Map<number, readonly number[] | number>();
   readonly layouts: readonly TaskLayout[];
   readonly #dims: number;
   /**
@@ -87,21 +99,53 @@ export class DependencyGraph {
    */
   markSatisfied(task: number): void {
     this.#satisfied.add(task);
+    this.#exceptions.delete(task);
+    this.#initialCache.clear();
+  }
+
+  /**
+   * Treat every block of a task but `blocks` as already succeeded before the run (a resume
+   * that skipped the task's done blocks in bulk): only `blocks` count as upstream blocks, and
+   * the task's initial blocks are those of `blocks` with nothing left upstream. Every block
+   * downstream of one of `blocks` must be in its own task's set (or its task not satisfied).
+   */
+  markSatisfiedExcept(task: number, blocks: BlockSet): void {
+    if (blocks.size === 0) {
+      this.markSatisfied(task);
+      return;
+    }
+    this.#exceptions.set(task, blocks);
+    this.#initialCache.clear();
   }
 
   isSatisfied(task: number): boolean {
     return this.#satisfied.has(task);
   }
 
-  /** How many blocks (of any task) the block directly depends on. */
+  /** The blocks of a task still to succeed when it was satisfied except them, or null. */
+  satisfiedExcept(task: number): BlockSet | null {
+    return this.#exceptions.get(task) ?? null;
+  }
+
+  /** How many blocks (of any task) the block directly depends on and that have not succeeded. */
   upstreamCount(task: number, position: number): number {
     const s = this.#countScratch;
     const layout = this.layouts[task]!;
-    let n = layout.intraUpstreamCount(position);
+    const own = this.#exceptions.get(task);
+    let n = 0;
+    if (own === undefined) {
+      n = layout.intraUpstreamCount(position);
+    } else {
+      const k = layout.intraUpstream(position, s.neighbours);
+      for (let i = 0; i < k; i++) if (own.has(s.neighbours[i]!)) n++;
+    }
     for (const u of this.dag.upstream[task]!) {
       if (this.#satisfied.has(u)) continue;
       if (upstreamBox(layout, position, this.layouts[u]!, s.coords, s.lo, s.hi)) {
-        n += boxSize(s.lo, s.hi, layout.dims);
+        const except = this.#exceptions.get(u);
+        n += except === undefined
+          ? boxSize(s.lo, s.hi, layout.dims)
+          : countInBox(this.layouts[u]!, s.lo, s.hi, s.boxCoords, except);
       }
     }
     return n;
@@ -199,20 +243,106 @@ export class DependencyGraph {
   /**
    * Blocks with no upstream at all: the level-0 blocks of a root task, and the level-0 blocks of
    * a downstream task whose read ROI overlaps no upstream block (daisy never schedules those,
-   * reference §4.5). Blocks of later levels always have a same-task upstream block.
+   * reference §4.5). Blocks of later levels always have a same-task upstream block. For a task
+   * satisfied except some blocks, those of them with nothing left upstream, level by level.
    */
   *initialPositions(task: number): Generator<number> {
+    const own = this.#exceptions.get(task);
+    if (own !== undefined) {
+      yield* this.#exceptInitial(task, own);
+      return;
+    }
     const layout = this.layouts[task]!;
-    const root = this.isRoot(task);
+    if (this.isRoot(task)) {
+      yield* layout.levelPositions(0);
+      return;
+    }
+    const blocked = this.#blockedByExceptions(task);
+    const plain = this.#plainUpstream(task);
     for (const p of layout.levelPositions(0)) {
-      if (root || this.upstreamCount(task, p) === 0) yield p;
+      if (!blocked.has(p) && !this.#touchesAny(task, p, plain)) yield p;
     }
   }
 
   initialCount(task: number): number {
-    if (this.isRoot(task)) return this.layouts[task]!.levelSize(0);
+    const own = this.#exceptions.get(task);
+    if (own !== undefined) return this.#exceptInitial(task, own).length;
+    const layout = this.layouts[task]!;
+    if (this.isRoot(task)) return layout.levelSize(0);
+    const cached = this.#initialCache.get(task);
+    if (typeof cached === "number") return cached;
     let n = 0;
-    for (const _ of this.initialPositions(task)) n++;
+    if (this.#plainUpstream(task).length === 0) {
+      // Only satisfied and partly satisfied upstream tasks: level 0 minus the few blocks that
+      // wait for one of their remaining blocks, without walking the level.
+      n = layout.levelSize(0);
+      for (const p of this.#blockedByExceptions(task)) if (layout.levelOf(p) === 0) n--;
+    } else {
+      for (const _ of this.initialPositions(task)) n++;
+    }
+    this.#initialCache.set(task, n);
     return n;
   }
+
+  /** Upstream tasks neither satisfied nor satisfied except some blocks. */
+  #plainUpstream(task: number): number[] {
+    return this.dag.upstream[task]!.filter((u) =>
+      !this.#satisfied.has(u) && !this.#exceptions.has(u)
+    );
+  }
+
+  #touchesAny(task: number, position: number, upstream: readonly number[]): boolean {
+    const s = this.#countScratch;
+    const layout = this.layouts[task]!;
+    for (const u of upstream) {
+      if (upstreamBox(layout, position, this.layouts[u]!, s.coords, s.lo, s.hi)) return true;
+    }
+    return false;
+  }
+
+  /** Blocks of `task` downstream of a remaining block of a partly satisfied upstream task. */
+  #blockedByExceptions(task: number): Set<number> {
+    const blocked = new Set<number>();
+    for (const u of this.dag.upstream[task]!) {
+      const except = this.#exceptions.get(u);
+      if (except === undefined || this.#satisfied.has(u)) continue;
+      const s = makeScratch(this.#dims);
+      const down = this.layouts[task]!;
+      except.forEach((e) => {
+        if (downstreamBox(this.layouts[u]!, e, down, s.coords, s.lo, s.hi)) {
+          forEachInBox(down, s.lo, s.hi, s.boxCoords, task, (_t, p) => blocked.add(p));
+        }
+      });
+    }
+    return blocked;
+  }
+
+  #exceptInitial(task: number, own: BlockSet): readonly number[] {
+    const cached = this.#initialCache.get(task);
+    if (cached !== undefined && typeof cached !== "number") return cached;
+    const layout = this.layouts[task]!;
+    const found: number[] = [];
+    own.forEach((p) => {
+      if (this.upstreamCount(task, p) === 0) found.push(p);
+    });
+    const levels = new Map(found.map((p) => [p, layout.levelOf(p)]));
+    found.sort((a, b) => levels.get(a)! - levels.get(b)! || a - b);
+    this.#initialCache.set(task, found);
+    return found;
+  }
+}
+
+/** How many positions of the box `set` holds. */
+function countInBox(
+  layout: TaskLayout,
+  lo: readonly number[],
+  hi: readonly number[],
+  coords: number[],
+  set: BlockSet,
+): number {
+  let n = 0;
+  forEachInBox(layout, lo, hi, coords, 0, (_t, p) => {
+    if (set.has(p)) n++;
+  });
+  return n;
 }

@@ -11,8 +11,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { BlockFailure, RunObserver } from "../execute/run_types.ts";
-import { trackingArray } from "../tracking/arrays.ts";
-import { checkHostByteOrder, readChunk } from "../tracking/chunk_reads.ts";
+import { checkHostByteOrder, streamBlockRuns } from "../tracking/chunk_reads.ts";
 import { readStoreMetadata } from "../tracking/store_metadata.ts";
 import { indexKey } from "./manifest.ts";
 
@@ -146,31 +145,32 @@ export function failedBlocks(
   checkHostByteOrder(storeDir);
   const meta = readStoreMetadata(storeDir);
   const layout = meta.layout;
-  const done = readChunk(meta, trackingArray("done"));
-  const bytes = readChunk(meta, trackingArray("failures"));
-  const failures = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
   const { last } = readLastErrors(meta.path);
   const blocks: FailedBlockReport[] = [];
   let total = 0;
-  for (let p = 0; p < layout.blockCount; p++) {
-    const cell = layout.trackingCellOf(p);
-    if (cell < 0 || done[cell] === 1 || failures[cell] === 0) continue;
-    total++;
-    if (blocks.length >= limit) continue;
-    const index = layout.gridIndexOf(p);
-    const r = last.get(indexKey(index)) ?? null;
-    blocks.push({
-      block: String(layout.blockIdOf(p)),
-      index,
-      attempts: failures[cell]!,
-      last_error: r === null ? null : {
-        message: r.message,
-        stack: r.stack,
-        attempt: r.attempt,
-        run_id: r.run_id,
-        at: r.at,
-      },
-    });
-  }
+  // Streamed window by window: only the failed blocks are kept.
+  streamBlockRuns(meta, (position, length, done, failures, offset) => {
+    for (let i = 0; i < length; i++) {
+      const c = offset + i;
+      if (done[c] === 1 || failures[c] === 0) continue;
+      total++;
+      if (blocks.length >= limit) continue;
+      const p = position + i;
+      const index = layout.gridIndexOf(p);
+      const r = last.get(indexKey(index)) ?? null;
+      blocks.push({
+        block: String(layout.blockIdOf(p)),
+        index,
+        attempts: failures[c]!,
+        last_error: r === null ? null : {
+          message: r.message,
+          stack: r.stack,
+          attempt: r.attempt,
+          run_id: r.run_id,
+          at: r.at,
+        },
+      });
+    }
+  });
   return { blocks, total };
 }

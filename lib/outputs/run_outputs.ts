@@ -181,6 +181,14 @@ export class RunOutputs implements CompletionSink {
   }
 
   /**
+   * Whether the done marker alone says a block is done (no provenance, `--force` or
+   * temporaries on top of it): a resume may then skip done blocks in bulk.
+   */
+  markersDecide(task: number, forced: ForcedBlocks): boolean {
+    return !this.provenance.enabled(task) && !forced.any(task) && this.#temporaries === null;
+  }
+
+  /**
    * `quarantineAfter: N`: a block that is not done, not forced and has N failed attempts over
    * all runs is refused unrun (no attempt counted) until `reset --failed` or `--force`.
    */

@@ -67,6 +67,11 @@ export interface RunningCounters {
   promote(): void;
   /** pending -> orphaned (an upstream block failed for good). */
   orphan(): void;
+  /**
+   * pending -> completed and skipped, `count` blocks at once: blocks a resume found done (or
+   * masked) with everything upstream of them so, never handed out (`Scheduler.succeedInBulk`).
+   */
+  completeInBulk(count: number): void;
   /** Everything not terminal -> orphaned; the task becomes `abandoned`. */
   abandon(reason: AbandonReason): void;
   /** Move to `done` when every block is terminal; returns whether it did. */
@@ -120,6 +125,12 @@ export class TaskCounters {
       orphan: () => {
         this.#pending--;
         this.#orphaned++;
+      },
+      completeInBulk: (count) => {
+        this.#pending -= count;
+        this.#completed += count;
+        this.#skipped += count;
+        if (count > 0) this.#started = true;
       },
       abandon: (reason) => {
         this.#orphaned += this.#ready + this.#processing + this.#pending;

@@ -7,3 +7,4 @@ export {
 export * from "./ready_queue.ts";
 export * from "./scheduler.ts";
 export * from "./resource_budget.ts";
+export * from "./position_set.ts";

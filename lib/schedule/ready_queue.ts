@@ -2,7 +2,12 @@
  * A task's ready blocks: a lazy source of initial blocks (drained first, as daisy drains its
  * root generator) followed by a FIFO ring buffer of positions made ready at run time. The
  * initial blocks are never materialised, so a million-block root level costs nothing upfront.
+ * Once the ring holds RING_FIRST positions it is served before the initial blocks: draining a
+ * billion-block root level first would otherwise park most of the next level in the ring (8
+ * bytes a block), while serving it keeps the ring at the frontier's size.
  */
+
+export const RING_FIRST = 1 << 16;
 
 export class ReadyQueue {
   #initial: Iterator<number> | null;
@@ -26,7 +31,7 @@ export class ReadyQueue {
 
   /** Next ready position, or -1 when none is ready now. */
   shift(): number {
-    if (this.#initial !== null) {
+    if (this.#initial !== null && this.#size < RING_FIRST) {
       const next = this.#initial.next();
       if (!next.done) {
         this.#initialLeft--;

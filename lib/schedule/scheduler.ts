@@ -10,7 +10,7 @@
  * block becomes ready, so memory follows the active frontier, not the task size.
  */
 
-import type { DependencyGraph } from "../graph/mod.ts";
+import type { BlockSet, DependencyGraph } from "../graph/mod.ts";
 import { type BlockId, compareBlockIds } from "../blocks/mod.ts";
 import { type AbandonReason, type CounterSnapshot, TaskCounters } from "./counters.ts";
 import { PositionCounts } from "./position_counts.ts";
@@ -27,6 +27,11 @@ export interface SchedulerTaskOptions {
    * counted as skipped, and no block of it is ever handed out.
    */
   readonly alreadyDone?: boolean;
+  /**
+   * Every block but these succeeded before the run (a resume that skipped done blocks in bulk;
+   * they are counted by `succeedInBulk`). Ignored with `alreadyDone`.
+   */
+  readonly satisfiedExcept?: BlockSet;
 }
 
 export type FailureOutcome = "retry" | "failed" | "dropped";
@@ -63,7 +68,9 @@ export class Scheduler {
     this.#events = events;
     const n = graph.taskCount;
     for (let t = 0; t < n; t++) {
-      if (options[t]!.alreadyDone === true) graph.markSatisfied(t);
+      const o = options[t]!;
+      if (o.alreadyDone === true) graph.markSatisfied(t);
+      else if (o.satisfiedExcept !== undefined) graph.markSatisfiedExcept(t, o.satisfiedExcept);
     }
     for (let t = 0; t < n; t++) {
       const layout = graph.layouts[t]!;
@@ -75,7 +82,10 @@ export class Scheduler {
         this.#queues.push(new ReadyQueue(null));
         continue;
       }
-      const initial = layout.blockCount === 0 ? 0 : graph.initialCount(t);
+      // A resume that skips every block in bulk leaves none ready.
+      const initial = layout.blockCount === 0 || options[t]!.satisfiedExcept?.size === 0
+        ? 0
+        : graph.initialCount(t);
       this.#counters.push(new TaskCounters(layout.blockCount, initial));
       this.#queues.push(
         new ReadyQueue(initial === 0 ? null : graph.initialPositions(t), initial),
@@ -139,6 +149,27 @@ export class Scheduler {
     running.complete(skipped !== null);
     this.#retries[task]!.delete(position);
     this.#releaseDownstream(task, position);
+    this.#finalize(task);
+    return true;
+  }
+
+  /**
+   * `count` blocks that are not processing, ready or in the frontier succeeded before the run:
+   * a resume skipped them in bulk (they are outside the task's `satisfiedExcept` set, so no
+   * block still to run waits for them). Returns false when dropped (the task is not running).
+   */
+  succeedInBulk(task: number, count: number): boolean {
+    const c = this.#counters[task]!;
+    const running = c.whileRunning();
+    if (running === null) return false;
+    if (!Number.isSafeInteger(count) || count < 0 || count > c.pending) {
+      throw new RangeError(
+        `Internal error: cannot skip ${count} blocks of task "${
+          this.taskId(task)
+        }" in bulk, ${c.pending} are pending`,
+      );
+    }
+    running.completeInBulk(count);
     this.#finalize(task);
     return true;
   }

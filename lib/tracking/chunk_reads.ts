@@ -7,7 +7,8 @@
 import * as fs from "node:fs";
 import { deleteToStartFresh, messageOf, StoreError } from "../errors.ts";
 import { HOST_LITTLE_ENDIAN } from "../zarr/mod.ts";
-import { itemSize, type TrackingArraySpec } from "./arrays.ts";
+import { itemSize, trackingArray, type TrackingArraySpec } from "./arrays.ts";
+import { RunWindows } from "./block_runs.ts";
 import { chunkPath, type StoreMetadata } from "./store_metadata.ts";
 
 function damaged(
@@ -64,36 +65,118 @@ export function streamChunk(
   buffer: ArrayBuffer,
   visit: (bytes: Uint8Array, firstCell: number, cells: number) => void,
 ): void {
-  const file = chunkPath(meta, spec.name);
-  const size = itemSize(spec.dtype);
-  const expected = meta.layout.trackingCellCount * size;
-  const fail = (what: string) => damaged(meta, file, spec, what);
-  let fd: number;
+  const cells = Math.floor(buffer.byteLength / itemSize(spec.dtype));
+  streamChunks(meta, [spec], cells, [buffer], (first, n, views) => visit(views[0]!, first, n));
+}
+
+/**
+ * Read several arrays' chunk files in step, `windowCells` cells at a time, each into its own
+ * reused buffer (given, or allocated once): `visit(firstCell, cells, views)` gets one byte view
+ * per array, aligned for typed views of its element type. StoreError when a file is missing or
+ * mis-sized.
+ */
+export function streamChunks(
+  meta: StoreMetadata,
+  specs: readonly TrackingArraySpec[],
+  windowCells: number,
+  buffers: readonly ArrayBuffer[] | null,
+  visit: (firstCell: number, cells: number, views: readonly Uint8Array[]) => void,
+): void {
+  const total = meta.layout.trackingCellCount;
+  const files = specs.map((spec) => chunkPath(meta, spec.name));
+  const fds: number[] = [];
   try {
-    fd = fs.openSync(file, "r");
-  } catch (error) {
-    throw fail(`cannot be read (${messageOf(error)})`);
-  }
-  try {
-    const actual = fs.fstatSync(fd).size;
-    if (actual !== expected) throw fail(`has ${actual} bytes, expected ${expected}`);
-    const window = Math.floor(buffer.byteLength / size) * size;
-    for (let offset = 0; offset < expected;) {
-      const want = Math.min(window, expected - offset);
-      const bytes = new Uint8Array(buffer, 0, want);
-      let got = 0;
-      while (got < want) {
-        const n = fs.readSync(fd, bytes, got, want - got, offset + got);
-        if (n <= 0) throw fail(`ended early, at byte ${offset + got} of ${expected}`);
-        got += n;
+    specs.forEach((spec, i) => {
+      const file = files[i]!;
+      const expected = total * itemSize(spec.dtype);
+      let fd: number;
+      try {
+        fd = fs.openSync(file, "r");
+      } catch (error) {
+        throw damaged(meta, file, spec, `cannot be read (${messageOf(error)})`);
       }
-      visit(bytes, offset / size, want / size);
-      offset += want;
+      fds.push(fd);
+      const actual = fs.fstatSync(fd).size;
+      if (actual !== expected) {
+        throw damaged(meta, file, spec, `has ${actual} bytes, expected ${expected}`);
+      }
+    });
+    const window = Math.max(1, Math.min(windowCells, total));
+    const owned = specs.map((spec, i) =>
+      new Uint8Array(buffers?.[i] ?? new ArrayBuffer(window * itemSize(spec.dtype)))
+    );
+    const views: Uint8Array[] = specs.map(() => new Uint8Array(0));
+    for (let first = 0; first < total; first += window) {
+      const n = Math.min(window, total - first);
+      specs.forEach((spec, i) => {
+        const size = itemSize(spec.dtype);
+        const bytes = owned[i]!.subarray(0, n * size);
+        readFully(
+          fds[i]!,
+          bytes,
+          first * size,
+          () => damaged(meta, files[i]!, spec, "ended early"),
+        );
+        views[i] = bytes;
+      });
+      visit(first, n, views);
     }
   } catch (error) {
     if (error instanceof StoreError) throw error;
-    throw fail(`cannot be read (${messageOf(error)})`);
+    throw new StoreError(
+      `Cannot read the tracking store at ${meta.path}: ${messageOf(error)}. ${
+        deleteToStartFresh(meta.path)
+      }`,
+      meta.path,
+    );
   } finally {
-    fs.closeSync(fd);
+    for (const fd of fds) fs.closeSync(fd);
   }
+}
+
+function readFully(fd: number, bytes: Uint8Array, at: number, short: () => StoreError): void {
+  let got = 0;
+  while (got < bytes.byteLength) {
+    const n = fs.readSync(fd, bytes, got, bytes.byteLength - got, at + got);
+    if (n <= 0) throw short();
+    got += n;
+  }
+}
+
+/** Cells per window when streaming `done` and `failures` together: 1 + 4 MiB of buffers. */
+const BLOCK_RUN_WINDOW = 1 << 20;
+
+/**
+ * Stream a store's `done` and `failures` chunks together, window by window (never a buffer the
+ * size of the store), calling `visit` for every run of blocks, consecutive along the last axis,
+ * with the window's views: the run's cells are `offset .. offset + length - 1` of them. Returns
+ * how many blocks were visited (those with a tracking cell).
+ */
+export function streamBlockRuns(
+  meta: StoreMetadata,
+  visit: (
+    position: number,
+    length: number,
+    done: Uint8Array,
+    failures: Uint32Array,
+    offset: number,
+  ) => void,
+  windowCells = BLOCK_RUN_WINDOW,
+): number {
+  const runs = new RunWindows(meta.layout);
+  let blocks = 0;
+  streamChunks(
+    meta,
+    [trackingArray("done"), trackingArray("failures")],
+    windowCells,
+    null,
+    (first, cells, [done, failureBytes]) => {
+      const failures = new Uint32Array(failureBytes!.buffer, failureBytes!.byteOffset, cells);
+      runs.visit(first, cells, (position, offset, length) => {
+        blocks += length;
+        visit(position, length, done!, failures, offset);
+      });
+    },
+  );
+  return blocks;
 }

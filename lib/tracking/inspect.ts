@@ -1,8 +1,10 @@
 /**
  * Read-only inspection of tracking stores, for `blockwise status` (DESIGN.md sections 6 and 8).
  *
- * Nothing here takes the store lock, maps a file or writes anything: the metadata and each chunk
- * file are read once with plain fs reads, so `status` answers while a run holds the store (the
+ * Nothing here takes the store lock, maps a file or writes anything: the metadata is read, and
+ * each chunk file streamed once, window by window, with plain fs reads (memory does not grow
+ * with the store; `--map` keeps counts per character), so `status` answers while a run holds
+ * the store (the
  * figures may then be a mix of old and new values, as for any Zarr reader during a run). The
  * task's `TaskLayout` is rebuilt from `attributes.blockwise.layout`, so counts are of blocks,
  * not of tracking cells: cells no block maps to are ignored.
@@ -53,9 +55,8 @@
  */
 
 import { isRecord, StoreError } from "../errors.ts";
-import { trackingArray } from "./arrays.ts";
-import { forEachBlockRun } from "./block_runs.ts";
-import { checkHostByteOrder, readChunk } from "./chunk_reads.ts";
+import { checkHostByteOrder, streamBlockRuns } from "./chunk_reads.ts";
+import type { GridMap } from "./grid_map.ts";
 import { isHolderAlive, readStoreLock } from "./lock.ts";
 import { type ResourceReport, resourceReport } from "./resource_report.ts";
 import { type OutputReport, outputReport } from "./output_report.ts";
@@ -66,10 +67,7 @@ import { readStoreMetadata } from "./store_metadata.ts";
 export type { ResourceReport } from "./resource_report.ts";
 export type { OutputReport } from "./output_report.ts";
 
-/** Per-block state codes of `StoreInspection.states`. */
-export const BLOCK_PENDING = 0;
-export const BLOCK_DONE = 1;
-export const BLOCK_FAILED = 2;
+export { BLOCK_DONE, BLOCK_FAILED, BLOCK_PENDING } from "./grid_map.ts";
 
 export interface LastRunReport {
   readonly started_at: string | null;
@@ -116,11 +114,14 @@ export interface StoreReport {
   readonly io: "fs";
 }
 
-/** A report plus one state code per block position (C order over `block_grid_shape`). */
+/** A report, and the map of its block grid when one was asked for. */
 export interface StoreInspection {
   readonly report: StoreReport;
-  readonly states: Uint8Array;
+  readonly map: GridMap | null;
 }
+
+/** Makes the map of a store's block grid (`status --map`), given its shape. */
+export type MapMaker = (blockGridShape: readonly number[]) => GridMap;
 
 /**
  * A store `status` could not read: `{path, error}`, the store's folder and the validator's
@@ -141,46 +142,52 @@ function numberOrNull(v: unknown): number | null {
 
 /** Inspect one store: see `StoreReport`. Read-only, lock-free, no mmap. */
 export function inspectStore(dir: string): StoreReport {
-  return inspect(dir, false).report;
+  return inspect(dir, null).report;
 }
 
-/** `inspectStore` plus each block's state (`BLOCK_PENDING` / `BLOCK_DONE` / `BLOCK_FAILED`). */
-export function inspectStoreStates(dir: string): StoreInspection {
-  return inspect(dir, true);
+/** Counts of one pass over the blocks: done, failed, and failed attempts. */
+interface Counts {
+  done: number;
+  failed: number;
+  attempts: number;
 }
 
-function inspect(dir: string, withStates: boolean): StoreInspection {
-  checkHostByteOrder(dir);
-  const meta = readStoreMetadata(dir);
-  const layout = meta.layout;
-  const doneBytes = readChunk(meta, trackingArray("done"));
-  const failureBytes = readChunk(meta, trackingArray("failures"));
-  const done = doneBytes;
-  const failures = new Uint32Array(
-    failureBytes.buffer,
-    failureBytes.byteOffset,
-    failureBytes.byteLength / 4,
-  );
-  const states = new Uint8Array(withStates ? layout.blockCount : 0);
+/** Count one run of blocks (cells `offset ..` of the window), free of closures. */
+function countRun(
+  done: Uint8Array,
+  failures: Uint32Array,
+  offset: number,
+  length: number,
+  counts: Counts,
+): void {
   let nDone = 0;
   let nFailed = 0;
   let attempts = 0;
-  const blocks = forEachBlockRun(layout, (position, start, length) => {
-    for (let i = 0; i < length; i++) {
-      const c = start + i;
-      const f = failures[c]!;
-      attempts += f;
-      let state = BLOCK_PENDING;
-      if (done[c] === 1) {
-        nDone++;
-        state = BLOCK_DONE;
-      } else if (f > 0) {
-        nFailed++;
-        state = BLOCK_FAILED;
-      }
-      if (withStates) states[position + i] = state;
-    }
+  const end = offset + length;
+  for (let c = offset; c < end; c++) {
+    const f = failures[c]!;
+    attempts += f;
+    if (done[c] === 1) nDone++;
+    else if (f > 0) nFailed++;
+  }
+  counts.done += nDone;
+  counts.failed += nFailed;
+  counts.attempts += attempts;
+}
+
+function inspect(dir: string, makeMap: MapMaker | null): StoreInspection {
+  checkHostByteOrder(dir);
+  const meta = readStoreMetadata(dir);
+  const layout = meta.layout;
+  const map = makeMap?.(layout.gridShape) ?? null;
+  const counts: Counts = { done: 0, failed: 0, attempts: 0 };
+  const blocks = streamBlockRuns(meta, (position, length, done, failures, offset) => {
+    countRun(done, failures, offset, length, counts);
+    map?.addRun(position, length, done, failures, offset);
   });
+  const nDone = counts.done;
+  const nFailed = counts.failed;
+  const attempts = counts.attempts;
   const { records, tornLines } = readRunRecords(meta.path);
   let runs = 0;
   let last: Record<string, unknown> | null = null;
@@ -222,7 +229,7 @@ function inspect(dir: string, withStates: boolean): StoreInspection {
     outputs: outputReport(meta, last?.["temporary"] === true),
     io: "fs",
   };
-  return { report, states };
+  return { report, map };
 }
 
 function skipMaskOf(value: unknown): { source: string; skipped: number } | null {
@@ -238,13 +245,13 @@ function skipMaskOf(value: unknown): { source: string; skipped: number } | null 
  */
 export function inspectStores(
   paths: readonly string[],
-  withStates: boolean,
+  makeMap: MapMaker | null = null,
 ): { inspections: StoreInspection[]; failures: StoreFailureReport[] } {
   const inspections: StoreInspection[] = [];
   const failures: StoreFailureReport[] = [];
   for (const dir of paths) {
     try {
-      inspections.push(inspect(dir, withStates));
+      inspections.push(inspect(dir, makeMap));
     } catch (error) {
       if (!(error instanceof StoreError)) throw error;
       failures.push({ path: dir, error: error.message });

@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { MmapKind } from "../runtime/mod.ts";
-import { outcomeWord, type RunResult } from "../execute/run_types.ts";
+import { outcomeWord, type RunResult, type StopReason } from "../execute/run_types.ts";
 import { VERSION } from "../version.ts";
 import { acquireStoreLock, type StoreLock } from "./lock.ts";
 import { appendRunRecord } from "./runs_log.ts";
@@ -21,6 +21,7 @@ import type { BlockReport, CompletionSink } from "../execute/completion.ts";
 import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
+import { doneBytesOf, type DoneScan, scanDoneMarkers } from "./done_scan.ts";
 
 export interface TrackingOptions {
   /** `--tracking-dir`: stores at `<dir>/<task id>` for tasks without their own setting. */
@@ -53,7 +54,19 @@ export function resolveTrackingPath(
 interface Tracked {
   readonly store: TrackingStore;
   readonly lock: StoreLock;
-  readonly doneAtStart: number;
+  /** Done blocks when the run started; null until `countDone` counted them. */
+  doneAtStart: number | null;
+}
+
+export interface CountDoneOptions {
+  /**
+   * Per task, which blocks that are not done to list (the scan's `kept`), or null to list none.
+   */
+  readonly keep?: (task: number) => ((position: number) => boolean) | null;
+  /** List at most this many blocks per task. */
+  readonly limit?: number;
+  /** Awaited between windows of the scan (yield, and throw to stop). */
+  readonly pause?: () => Promise<void>;
 }
 
 /** Blocks recorded between two flushes that also drop the mapped pages from memory. */
@@ -140,7 +153,8 @@ export class TrackingSession implements CompletionSink {
           lock?.release();
           throw error;
         }
-        tracked.push({ store, lock, doneAtStart: store.doneBlocks() });
+        // A store made by this run has nothing done; others are counted by `countDone`.
+        tracked.push({ store, lock, doneAtStart: store.created ? 0 : null });
       }
     } catch (error) {
       for (const t of tracked) {
@@ -150,7 +164,6 @@ export class TrackingSession implements CompletionSink {
       throw error;
     }
     const session = new TrackingSession(pipeline, layouts, tracked, options);
-    session.announceResumes();
     session.timer = setInterval(() => session.flush(), options.flushIntervalMs ?? 2000);
     return session;
   }
@@ -160,11 +173,46 @@ export class TrackingSession implements CompletionSink {
     return this.runId_;
   }
 
-  /** Count the task's done blocks again (after reconciliation changed them). */
+  /** The task's done blocks changed (reconciliation): `countDone` counts them again. */
   recount(task: number): void {
     const t = this.tracked[task];
-    if (t === null || t === undefined) return;
-    this.tracked[task] = { ...t, doneAtStart: t.store.doneBlocks() };
+    if (t !== null && t !== undefined) t.doneAtStart = null;
+  }
+
+  /**
+   * Count the done blocks of every store not counted yet, streaming its done bytes window by
+   * window (`scanDoneMarkers`), then say which tasks resume. Returns each task's scan (null for
+   * tasks without a store and for stores this run created, which have nothing done).
+   */
+  async countDone(options: CountDoneOptions = {}): Promise<(DoneScan | null)[]> {
+    const scans: (DoneScan | null)[] = [];
+    for (let t = 0; t < this.tracked.length; t++) {
+      const tracked = this.tracked[t];
+      if (tracked === null || tracked === undefined || tracked.doneAtStart !== null) {
+        scans.push(null);
+        continue;
+      }
+      const keep = options.keep?.(t) ?? null;
+      const scan = await scanDoneMarkers(doneBytesOf(tracked.store), this.layouts[t]!, {
+        keep,
+        ...(options.limit === undefined ? {} : { limit: options.limit }),
+        ...(options.pause === undefined ? {} : { pause: options.pause }),
+      });
+      tracked.doneAtStart = scan.done;
+      scans.push(scan);
+    }
+    this.announceResumes(scans);
+    return scans;
+  }
+
+  /** Done blocks of the task when the run started (0 without a store). */
+  doneAtStart(task: number): number {
+    const t = this.tracked[task];
+    if (t === null || t === undefined) return 0;
+    if (t.doneAtStart === null) {
+      throw new Error(`Internal error: task ${task}'s done blocks were not counted (countDone)`);
+    }
+    return t.doneAtStart;
   }
 
   store(task: number): TrackingStore | null {
@@ -173,9 +221,9 @@ export class TrackingSession implements CompletionSink {
 
   /** Every block of the task was done before the run started. */
   fullyDone(task: number): boolean {
-    const t = this.tracked[task];
-    return t !== null && t !== undefined && t.doneAtStart === this.layouts[task]!.blockCount &&
-      t.doneAtStart > 0;
+    if (this.store(task) === null) return false;
+    const done = this.doneAtStart(task);
+    return done === this.layouts[task]!.blockCount && done > 0;
   }
 
   /** The done-marker pre-check for a task, or undefined when it is not tracked. */
@@ -230,11 +278,15 @@ export class TrackingSession implements CompletionSink {
     for (const t of this.tracked) t?.store.flush();
   }
 
-  /** Flush, close and unlock every store; append the run record when the run finished. */
+  /**
+   * Flush, close and unlock every store and append the run record: `result` null when the run
+   * never ran its loop (`stoppedBy` the signal that stopped it before, or null when it failed).
+   */
   close(
     result: RunResult | null,
     exitCode: number | null,
     skipMask: (task: number) => { source: string; skipped: number } | null = () => null,
+    stoppedBy: StopReason | null = null,
   ): void {
     if (this.closed) return;
     this.closed = true;
@@ -245,7 +297,7 @@ export class TrackingSession implements CompletionSink {
       try {
         tracked.store.flush();
         appendRunRecord(tracked.store.path, {
-          ...this.runRecord(t, result, exitCode),
+          ...this.runRecord(t, result, exitCode, stoppedBy),
           skip_mask: skipMask(t),
         });
       } finally {
@@ -255,10 +307,10 @@ export class TrackingSession implements CompletionSink {
     }
   }
 
-  private announceResumes(): void {
+  private announceResumes(scanned: readonly (DoneScan | null)[]): void {
     for (let t = 0; t < this.tracked.length; t++) {
       const tracked = this.tracked[t];
-      if (tracked === null || tracked === undefined || tracked.doneAtStart === 0) continue;
+      if (scanned[t] == null || tracked == null || !tracked.doneAtStart) continue;
       const total = this.layouts[t]!.blockCount;
       this.options.onNotice?.(
         `Task "${
@@ -272,6 +324,7 @@ export class TrackingSession implements CompletionSink {
     task: number,
     result: RunResult | null,
     exitCode: number | null,
+    stoppedBy: StopReason | null,
   ): Record<string, unknown> {
     const id = this.pipeline.tasks[task]!.id;
     const counters = result?.tasks.find((r) => r.id === id)?.counters;
@@ -285,13 +338,13 @@ export class TrackingSession implements CompletionSink {
       ended_at: ended.toISOString(),
       seconds: (ended.getTime() - this.startedAt.getTime()) / 1000,
       outcome: result === null
-        ? "aborted"
+        ? stoppedBy === null ? "aborted" : "interrupted"
         : outcomeWord(result.outcome) === "interrupted"
         ? "interrupted"
         : counters !== undefined && counters.completed === counters.total
         ? "complete"
         : "incomplete",
-      stopped_by: result?.stoppedBy ?? null,
+      stopped_by: result?.stoppedBy ?? stoppedBy,
       exit_code: exitCode,
       blockwise_version: VERSION,
       host: os.hostname(),
@@ -299,7 +352,8 @@ export class TrackingSession implements CompletionSink {
       pipeline: this.pipeline.path,
       temporary: this.pipeline.tasks[task]!.temporary,
       tracking_io: this.tracked[task]?.store.mmapKind ?? null,
-      done_at_start: this.tracked[task]?.doneAtStart ?? 0,
+      // null: the run stopped before it counted them.
+      done_at_start: this.tracked[task]?.doneAtStart ?? null,
       blocks: counters === undefined ? null : {
         total: counters.total,
         completed: counters.completed,

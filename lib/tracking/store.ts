@@ -46,6 +46,7 @@ import {
   recoverInterruptedMigration,
 } from "./migrate.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
+import { forEachBlockRun } from "./block_runs.ts";
 
 export type { StoreAttributes } from "./store_metadata.ts";
 
@@ -267,14 +268,12 @@ export class TrackingStore {
     setUint64(this.#ioWrite32!, cell, usage.ioWriteBytes);
   }
 
-  /** How many of the task's blocks are marked done. */
+  /** Done blocks, counted through the mapping (every page: a run uses `scanDoneMarkers`). */
   doneBlocks(): number {
-    const layout = this.layout;
     let n = 0;
-    for (let p = 0; p < layout.blockCount; p++) {
-      const cell = layout.trackingCellOf(p);
-      if (cell >= 0 && this.done[cell] === 1) n++;
-    }
+    forEachBlockRun(this.layout, (_position, cell, length) => {
+      for (let c = cell; c < cell + length; c++) if (this.done[c] === 1) n++;
+    });
     return n;
   }
 

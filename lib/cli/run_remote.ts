@@ -1,0 +1,44 @@
+/** `blockwise run`'s remote workers: opened when some task's workers run elsewhere. */
+
+import { resolve } from "node:path";
+import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
+import { defaultWorkerLogDir, RemoteWorkers } from "../remote/remote_workers.ts";
+import { defaultPythonClientDir } from "../remote/python_client.ts";
+
+/** The run options remote workers depend on. */
+export interface RemoteRunOptions {
+  readonly serial?: boolean;
+  readonly launcher?: LaunchKind;
+  readonly listen?: string;
+  readonly lease?: number;
+  readonly logDir?: string;
+  readonly trackingDir?: string;
+}
+
+/** Remote workers when some task's run elsewhere; none with --serial (every block runs here). */
+export async function openRemoteWorkers(
+  pipeline: PipelineConfig,
+  options: RemoteRunOptions,
+  runId: string,
+  log: (message: string) => void,
+): Promise<RemoteWorkers | null> {
+  if (options.serial === true) {
+    if (options.launcher !== undefined && options.launcher !== "local") {
+      log(`warning: --serial runs every block here; --launcher ${options.launcher} is ignored`);
+    }
+    return null;
+  }
+  const trackingDir = options.trackingDir === undefined ? null : resolve(options.trackingDir);
+  return await RemoteWorkers.open({
+    pipeline,
+    pythonClientDir: defaultPythonClientDir(trackingDir),
+    ...(options.listen === undefined ? {} : { listen: options.listen }),
+    ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
+    ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
+    logDir: options.logDir === undefined
+      ? defaultWorkerLogDir(trackingDir, runId)
+      : resolve(options.logDir, "workers"),
+    runId,
+    log,
+  });
+}
