@@ -17,6 +17,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { fsyncAsync } from "../runtime/fs_sync.ts";
 
 export const MANIFEST_FILE = "manifest.jsonl";
 const ENCODER = new TextEncoder();
@@ -151,6 +152,19 @@ export class ManifestWriter {
   /** Append records with one write and one fsync. */
   append(records: readonly ManifestRecord[]): void {
     if (records.length === 0) return;
+    fs.fsyncSync(this.#write(records));
+  }
+
+  /**
+   * Append records with one write; the promise resolves once they are durable (the fsync runs
+   * on the runtime's I/O threads, not this one).
+   */
+  async appendAsync(records: readonly ManifestRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await fsyncAsync(this.#write(records));
+  }
+
+  #write(records: readonly ManifestRecord[]): number {
     const fd = this.#live();
     const text = records.map((r) => JSON.stringify(r)).join("\n") + "\n";
     const bytes = ENCODER.encode(text);
@@ -158,7 +172,7 @@ export class ManifestWriter {
     while (written < bytes.length) {
       written += fs.writeSync(fd, bytes, written, bytes.length - written);
     }
-    fs.fsyncSync(fd);
+    return fd;
   }
 
   close(): void {

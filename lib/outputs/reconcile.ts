@@ -218,7 +218,7 @@ export function sweepStaging(plans: readonly OutputPlan[], taskId: string): numb
     for (const run of runs) {
       const mine = path.join(staging, run, taskId);
       try {
-        removed += fs.readdirSync(mine).length;
+        removed += leftoverBlocks(mine);
       } catch {
         continue;
       }
@@ -228,6 +228,19 @@ export function sweepStaging(plans: readonly OutputPlan[], taskId: string): numb
     removeIfEmpty(staging);
   }
   return removed;
+}
+
+/**
+ * The blocks a task's staging folder holds: a Zarr output's block folders (named by grid index)
+ * and the staged files of each path output's folder (named after the output).
+ */
+function leftoverBlocks(taskStaging: string): number {
+  let n = 0;
+  for (const entry of fs.readdirSync(taskStaging, { withFileTypes: true })) {
+    if (/^[0-9]/.test(entry.name) || !entry.isDirectory()) n++;
+    else n += fs.readdirSync(path.join(taskStaging, entry.name)).length;
+  }
+  return n;
 }
 
 function removeIfEmpty(dir: string): void {
