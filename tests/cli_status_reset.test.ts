@@ -29,7 +29,7 @@ import {
   type StoreReport,
 } from "../lib/tracking/inspect.ts";
 import { acquireStoreLock } from "../lib/tracking/lock.ts";
-import { failedBlocks, type FailedBlockReport } from "../lib/outputs/errors_log.ts";
+import { type FailedBlockReport, failedBlocks } from "../lib/outputs/errors_log.ts";
 import { readRunRecords } from "../lib/tracking/runs_log.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
