@@ -71,6 +71,15 @@ export function indexKey(index: readonly number[]): string {
   return index.join(",");
 }
 
+const COMMIT_PREFIX = '{"t":"commit","index":[';
+
+/** A plain commit record (half of every manifest) without the JSON parser, or null. */
+function parseCommit(line: string): ManifestRecord | null {
+  if (!line.startsWith(COMMIT_PREFIX) || !line.endsWith("]}")) return null;
+  const index = line.slice(COMMIT_PREFIX.length, -2).split(",").map(Number);
+  return index.every(Number.isInteger) ? { t: "commit", index } : null;
+}
+
 /** Read a store's manifest (missing: empty). */
 export function readManifest(storeDir: string): ManifestContents {
   const file = path.join(storeDir, MANIFEST_FILE);
@@ -92,7 +101,7 @@ export function readManifest(storeDir: string): ManifestContents {
     lines++;
     let record: ManifestRecord;
     try {
-      record = JSON.parse(line) as ManifestRecord;
+      record = parseCommit(line) ?? JSON.parse(line) as ManifestRecord;
     } catch {
       unreadable++;
       continue;

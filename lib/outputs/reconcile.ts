@@ -276,7 +276,7 @@ function unexpectedFiles(
         if (++seen > UNEXPECTED_LIMIT) return;
         if (level === 0 && e.name === STAGING_FOLDER) continue;
         const sub = rel === "" ? e.name : `${rel}/${e.name}`;
-        const full = path.join(dir, e.name);
+        const full = dir.endsWith(path.sep) ? dir + e.name : dir + path.sep + e.name;
         // A chunk key names a file; the folders on its way (c, c/0) are walked through.
         if (pattern.test(sub) && (plan.kind === "path" || !e.isDirectory())) {
           if (!expected.has(full) && !(e.isDirectory() && hasExpectedBelow(full, expected))) {
