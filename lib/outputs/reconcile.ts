@@ -17,7 +17,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { TaskConfig } from "../pipeline/spec.ts";
-import { OUTPUTS_DELETED, OUTPUTS_NONE, type TrackingStore } from "../tracking/store.ts";
+import {
+  OUTPUTS_DELETED,
+  OUTPUTS_NONE,
+  OUTPUTS_PRESENT,
+  type TrackingStore,
+} from "../tracking/store.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
@@ -102,11 +107,7 @@ export function reconcileTask(
       if (gone === undefined) {
         present++;
         for (const f of files) expected.add(f.file!);
-        if (cell >= 0) {
-          store.done[cell] = 1;
-          recorded[cell] = 1;
-          setContent(store, cell, intent);
-        }
+        if (cell >= 0) setPresent(store, cell, intent, recorded);
         continue;
       }
       notPresent++;
@@ -126,11 +127,7 @@ export function reconcileTask(
         adopted++;
         for (const f of files) expected.add(f.file!);
         appends.push({ t: "commit", index: intent.index, adopted: true });
-        if (cell >= 0) {
-          store.done[cell] = 1;
-          recorded[cell] = 1;
-          setContent(store, cell, intent);
-        }
+        if (cell >= 0) setPresent(store, cell, intent, recorded);
         continue;
       }
       rolledBack++;
@@ -186,6 +183,20 @@ export function positionOfIndex(layout: TaskLayout, index: readonly number[]): n
   if (index.length !== layout.dims) return -1;
   const coords = index.map((g, d) => g - layout.indexShift[d]!);
   return layout.inGrid(coords) ? layout.positionOf(coords) : -1;
+}
+
+/** A block whose recorded outputs are all in place: done, with their content and state. */
+function setPresent(
+  store: ReconcileStore,
+  cell: number,
+  intent: IntentRecord,
+  recorded: Uint8Array,
+): void {
+  store.done[cell] = 1;
+  recorded[cell] = 1;
+  setContent(store, cell, intent);
+  // A kill between the commit record and the run's own bookkeeping leaves the state unset.
+  if (store.provenance !== null) store.provenance.outputs[cell] = OUTPUTS_PRESENT;
 }
 
 function setContent(store: ReconcileStore, cell: number, intent: IntentRecord): void {

@@ -259,16 +259,20 @@ export class RunOutputs implements CompletionSink {
       report.position,
       report.attempt,
     );
+    const provenance = this.provenance.provenanceHash(t, report.position);
+    // What it was made from goes into the (mapped) arrays now, before its commit record can be
+    // durable: a kill after that record then leaves a block that is done and fresh, not one
+    // that runs again for want of provenance. Until the block is done nothing reads them.
+    this.provenance.record(t, report.position, commit.content);
     return this.#committer.commit({
       block,
       plans: this.plans[t]!,
       commit,
       manifest,
-      provenance: this.provenance.provenanceHash(t, report.position),
+      provenance,
       recipe: this.provenance.recipeIndex(t),
       seconds: report.seconds,
     }).then(() => {
-      this.provenance.record(t, copy.position, commit.content);
       const store = this.#session.store(t);
       const cell = this.#graph.layouts[t]!.trackingCellOf(copy.position);
       if (store?.provenance != null && cell >= 0) store.provenance.outputs[cell] = OUTPUTS_PRESENT;

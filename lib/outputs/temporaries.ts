@@ -239,6 +239,7 @@ export class Temporaries {
     const batch = this.#pending.filter(({ t, position }) => t.remaining[position] === 0);
     this.#pending = [];
     if (batch.length === 0) return;
+    crashPoint("temp:due");
     const byManifest = new Map<TombstoneLog, { t: TempTask; position: number }[]>();
     for (const item of batch) {
       const list = byManifest.get(item.t.manifest) ?? [];
