@@ -187,7 +187,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
     const t = now();
     const elapsed = ((t - startedAt) / 1000).toFixed(1);
     for (const view of views) {
-      const key = JSON.stringify(view.counters);
+      const key = JSON.stringify([view.counters, view.temporary ?? null]);
       if (key === view.printedKey) continue;
       view.printedKey = key;
       const eta = etaText(view.counters, view.eta, t, "unknown");
@@ -225,13 +225,14 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       view.counters = task.counters;
       view.running = task.running;
       if (task.temporary !== undefined) view.temporary = task.temporary;
-      view.printedKey = JSON.stringify(task.counters);
+      view.printedKey = JSON.stringify([task.counters, task.temporary ?? null]);
       view.eta.add(startedAt, workedBlocks(task.counters));
     }
     appliedAt = startedAt;
     if (mode === "bars" && views.length > 0 && multibar === null) {
       layout.idWidth = Math.max(...views.map((v) => [...v.id].length));
       layout.digits = Math.max(...views.map((v) => String(v.counters.total).length));
+      layout.temporary = views.some((v) => v.temporary !== undefined);
       multibar = new MultiBar({
         stream: stderr as unknown as NodeJS.WritableStream,
         format: formatBar,

@@ -14,6 +14,7 @@ import type { BlockFailure } from "../execute/run_types.ts";
 import type { CounterSnapshot } from "../schedule/counters.ts";
 import type { TemporaryStats } from "../outputs/temporaries.ts";
 import { statusSymbol } from "./summary.ts";
+import { formatBytes } from "./utilization.ts";
 
 const ETA_WINDOW_MS = 30_000;
 /** Stack lines printed for the first permanent failure of a task. */
@@ -183,6 +184,8 @@ export interface TaskView {
 export interface BarLayout {
   idWidth: number;
   digits: number;
+  /** Some task is temporary: every bar keeps room for the live and peak temporary bytes. */
+  temporary?: boolean;
 }
 
 interface Segment {
@@ -202,6 +205,7 @@ function countSegments(
   eta: string | null,
   short: boolean,
   running: number = c.processing,
+  temporary?: Pick<TemporaryStats, "liveBytes" | "peakBytes">,
 ): Segment[] {
   const done = `${String(c.completed).padStart(digits)}/${String(c.total).padEnd(digits)}`;
   const failedTone: Tone | null = c.failed > 0 ? "red" : null;
@@ -221,6 +225,14 @@ function countSegments(
       { text: `${c.orphaned} orphaned`, tone: orphanTone },
       { text: `, ${c.skipped} skipped`, tone: null },
     ];
+  if (temporary !== undefined) {
+    const live = formatBytes(temporary.liveBytes);
+    const peak = formatBytes(temporary.peakBytes);
+    parts.push({
+      text: short ? ` tmp ${live}↑${peak}` : `, temporary ${live} live (peak ${peak})`,
+      tone: null,
+    });
+  }
   if (eta !== null) parts.push({ text: short ? ` ${eta}` : `, ${eta}`, tone: null });
   return parts;
 }
@@ -245,12 +257,14 @@ function worstCountsLength(layout: BarLayout, short: boolean): number {
     failedAttempts: 0,
     started: true,
   };
-  return segmentsLength(countSegments(c, layout.digits, "ETA 99h 59m", short));
+  const bytes = 1023.9 * 2 ** 30; // the widest figure formatBytes writes below a TiB
+  const temporary = layout.temporary === true ? { liveBytes: bytes, peakBytes: bytes } : undefined;
+  return segmentsLength(countSegments(c, layout.digits, "ETA 99h 59m", short, n, temporary));
 }
 
 /** One bar line fitted to `maxWidth - 1` columns. */
 export function formatBarLine(
-  view: Pick<TaskView, "id" | "counters" | "eta"> & { readonly running?: number },
+  view: Pick<TaskView, "id" | "counters" | "eta" | "temporary"> & { readonly running?: number },
   layout: BarLayout,
   maxWidth: number,
   now: number,
@@ -281,7 +295,9 @@ export function formatBarLine(
       { text: "  ", tone: null },
     );
   }
-  segments.push(...countSegments(c, layout.digits, eta, short, view.running ?? c.processing));
+  segments.push(
+    ...countSegments(c, layout.digits, eta, short, view.running ?? c.processing, view.temporary),
+  );
   if (segmentsLength(segments) > width) {
     return [...segments.map((s) => s.text).join("")].slice(0, width).join("");
   }
