@@ -94,14 +94,15 @@ export class BlockOutputs {
             } did not write its output "${plan.name}" (${plan.written}): nothing at ${location}. Write it to context.outputs.${plan.name}.`,
           );
         }
-        if (fs.fstatSync(fd).isDirectory()) {
-          fs.closeSync(fd);
-          for (const sub of walk(location)) {
-            const file = path.join(location, sub);
-            files.push(this.#hash(plan.name, `${relative}/${sub}`, fs.openSync(file, "r")));
-          }
-        } else {
-          files.push(this.#hash(plan.name, relative, fd));
+        // Most outputs are one file: read it without a stat first; a folder fails the read.
+        const single = this.#hash(plan.name, relative, fd);
+        if (single !== null) {
+          files.push(single);
+          continue;
+        }
+        for (const sub of walk(location)) {
+          const file = path.join(location, sub);
+          files.push(this.#hashFile(plan.name, `${relative}/${sub}`, fs.openSync(file, "r")));
         }
         continue;
       }
@@ -122,7 +123,7 @@ export class BlockOutputs {
             }. Write only the block's write ROI.`,
           );
         }
-        files.push(this.#hash(plan.name, sub, fs.openSync(path.join(location, sub), "r")));
+        files.push(this.#hashFile(plan.name, sub, fs.openSync(path.join(location, sub), "r")));
       }
     }
     return { position, files, content: contentHash(files) };
@@ -136,12 +137,25 @@ export class BlockOutputs {
   }
 
   /** Hash an open file (and close it). */
-  #hash(output: string, relative: string, fd: number): StagedFile {
+  #hashFile(output: string, relative: string, fd: number): StagedFile {
+    const staged = this.#hash(output, relative, fd);
+    if (staged === null) throw new Error(`Cannot hash ${relative}: it is a folder`);
+    return staged;
+  }
+
+  /** Hash an open file (and close it); null when it is a folder. */
+  #hash(output: string, relative: string, fd: number): StagedFile | null {
     const h = createHash("sha256");
     let size = 0;
     try {
       for (;;) {
-        const n = fs.readSync(fd, this.#buffer, 0, READ_CHUNK, size);
+        let n: number;
+        try {
+          n = fs.readSync(fd, this.#buffer, 0, READ_CHUNK, size);
+        } catch (error) {
+          if (size === 0 && (error as { code?: string }).code === "EISDIR") return null;
+          throw error;
+        }
         if (n <= 0) break;
         h.update(this.#buffer.subarray(0, n));
         size += n;
