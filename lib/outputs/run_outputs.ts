@@ -48,6 +48,7 @@ export class RunOutputs implements CompletionSink {
   readonly #committer: OutputCommitter;
   readonly #runId: string;
   readonly #temporaries: Temporaries | null;
+  readonly #onNotice: (message: string) => void;
   #flushScheduled = false;
   readonly #quarantined = new Set<string>();
 
@@ -69,6 +70,7 @@ export class RunOutputs implements CompletionSink {
     this.summaries = summaries;
     this.missing = missing;
     this.#runId = session.runId;
+    this.#onNotice = options.onNotice;
     this.#committer = new OutputCommitter(session.runId);
     const stores = pipeline.tasks.map((_, t) => session.store(t));
     this.provenance = ProvenanceModel.open(pipeline, graph, stores);
@@ -302,7 +304,13 @@ export class RunOutputs implements CompletionSink {
     // Deletions of one burst of completions share one tombstone write and fsync.
     setTimeout(() => {
       this.#flushScheduled = false;
-      temporaries.flush();
+      temporaries.flush().catch((error: unknown) =>
+        this.#onNotice(
+          `warning: deleting temporary outputs failed: ${
+            (error as Error).message
+          }; they stay, and the next run deletes them`,
+        )
+      );
     }, 0);
   }
 
@@ -315,7 +323,7 @@ export class RunOutputs implements CompletionSink {
   /** Wait for the last commits, then remove this run's staging folders. */
   async close(): Promise<void> {
     await this.#committer.drain();
-    this.#temporaries?.flush();
+    await this.#temporaries?.flush();
     for (const manifest of this.#manifests) manifest?.close();
     for (let t = 0; t < this.plans.length; t++) {
       for (const base of new Set(this.plans[t]!.map((p) => p.base))) {
