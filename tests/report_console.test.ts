@@ -252,13 +252,8 @@ describe("temporary bytes in the progress", () => {
       assert.ok([...line].length <= width - 1, `${width}: ${line}`);
     }
     // A task that is not temporary shows no bytes, and its bar is as long as the other's.
-    const plain = formatBarLine(
-      { ...view, id: "seg", temporary: undefined },
-      layout,
-      160,
-      0,
-      false,
-    );
+    const { temporary: _, ...notTemporary } = view;
+    const plain = formatBarLine({ ...notTemporary, id: "seg" }, layout, 160, 0, false);
     assert.doesNotMatch(plain, /temporary|tmp/);
     const bar = (line: string) => line.match(/[█░]+/)![0].length;
     assert.equal(bar(plain), bar(wide));

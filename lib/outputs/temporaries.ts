@@ -271,7 +271,7 @@ export class Temporaries {
         manifest.appendAsync(items.map(({ t, position }) => ({
           t: "tombstone" as const,
           index: layouts[t.task]!.gridIndexOf(position),
-          content: this.#contentOf(t, position),
+          content: t.contents.get(position) ?? "",
         })))
       ),
     );
@@ -290,10 +290,6 @@ export class Temporaries {
       t.files.delete(position);
     }
     crashPoint("temp:deleted");
-  }
-
-  #contentOf(t: TempTask, position: number): string {
-    return t.contents.get(position) ?? "";
   }
 
   #visitTask = -1;
