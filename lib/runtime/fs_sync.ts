@@ -27,6 +27,8 @@ interface SyncRequest {
 interface SyncAnswer {
   readonly id: number;
   readonly ok: boolean;
+  /** Why the path could not be opened (the caller's promise rejects with it). */
+  readonly error?: string;
 }
 
 interface SyncWorker {
@@ -117,33 +119,37 @@ function onWorker(): SyncFsAsync | null {
   }
   // It must not keep the process alive: callers await what they asked for.
   worker.unref?.();
-  const waiting = new Map<number, (ok: boolean) => void>();
+  const waiting = new Map<number, (answer: SyncAnswer) => void>();
   let broken = false;
   let next = 0;
   worker.onmessage = (event) => {
     const answer = event.data;
-    waiting.get(answer.id)?.(answer.ok);
+    waiting.get(answer.id)?.(answer);
     waiting.delete(answer.id);
   };
   worker.onerror = () => {
     // Callers fall back to fsync per file.
     broken = true;
-    for (const resolve of waiting.values()) resolve(false);
+    for (const [id, settle] of waiting) settle({ id, ok: false });
     waiting.clear();
   };
   return (path) => {
     if (broken) return Promise.resolve(false);
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       const id = next++;
-      waiting.set(id, resolve);
+      waiting.set(id, (answer) => {
+        if (answer.error === undefined) resolve(answer.ok);
+        else reject(new Error(answer.error));
+      });
       worker.postMessage({ id, path });
     });
   };
 }
 
 /**
- * Answer `syncfs` requests on this worker thread (workers/sync_worker.ts). A request that fails
- * answers false; the caller then fsyncs its files one by one.
+ * Answer `syncfs` requests on this worker thread (workers/sync_worker.ts). A path that cannot be
+ * opened is answered with the error; a failed `syncfs` with false (the caller then fsyncs its
+ * files one by one).
  */
 export async function serveSyncRequests(scope: {
   onmessage: ((event: MessageEvent<SyncRequest>) => void) | null;
@@ -154,13 +160,11 @@ export async function serveSyncRequests(scope: {
   scope.onmessage = async (event) => {
     const { id, path } = event.data;
     const syncfs = await bound;
-    let ok = false;
     try {
-      ok = syncfs !== null && syncPath(syncfs, path);
-    } catch {
-      ok = false;
+      scope.postMessage({ id, ok: syncfs !== null && syncPath(syncfs, path) });
+    } catch (error) {
+      scope.postMessage({ id, ok: false, error: (error as Error).message });
     }
-    scope.postMessage({ id, ok });
   };
   await bound;
 }
@@ -168,6 +172,7 @@ export async function serveSyncRequests(scope: {
 /**
  * Write back every dirty page of the filesystem holding `path` (a file or folder), off this
  * thread; false when this runtime or platform cannot, and the caller must fsync each file.
+ * Rejects when `path` cannot be opened.
  */
 export async function syncFilesystem(path: string): Promise<boolean> {
   const syncfs = await load();
