@@ -178,11 +178,14 @@ describe("path outputs", () => {
 
   it("outputs without a tracking store are refused before anything runs", SLOW, async () => {
     const dir = newDir("no-store");
-    const bare = await runCli(["run", pathPipeline(dir), "--no-progress"]);
+    // Run from the scratch folder: were the refusal to fail, a store made relative to the
+    // working directory lands there, not in the repository.
+    const bare = await runCli(["run", pathPipeline(dir), "--no-progress"], { cwd: dir });
     assert.equal(bare.code, 2, describeRun(bare));
     assert.match(bare.stderr, /Task "a" declares outputs, which need a tracking store/);
     assert.match(bare.stderr, /--tracking-dir DIR/);
     assert.deepEqual(ran(dir), []);
+    assert.deepEqual(fs.readdirSync(dir).sort(), ["p.mjs"], "no store, no output, no staging");
   });
 });
 

@@ -155,9 +155,9 @@ describe("reconcile at the start of a run", () => {
   it("staging leftovers of a killed run are removed before anything runs", SLOW, async () => {
     const { dir, file, clean } = await built("staging");
     const staged = path.join(dir, "out", "a", ".blockwise-staging", "dead-run", "a");
+    fs.mkdirSync(path.join(staged, "o"), { recursive: true });
     for (const block of ["1", "4"]) {
-      fs.mkdirSync(path.join(staged, block, "o"), { recursive: true });
-      fs.writeFileSync(path.join(staged, block, "o", `${block}.txt`), "half");
+      fs.writeFileSync(path.join(staged, "o", `${block}-${block}.txt`), "half");
     }
     const again = await runIn(dir, file);
     assert.equal(again.code, 0, describeRun(again));

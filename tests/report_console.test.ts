@@ -21,6 +21,7 @@ import {
   formatFailureLine,
 } from "../lib/report/progress_format.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
+import type { TemporaryStats } from "../lib/outputs/temporaries.ts";
 
 class FakeStream implements ConsoleStream {
   readonly chunks: string[] = [];
@@ -60,6 +61,16 @@ function task(id: string, overrides: Partial<CounterSnapshot> = {}): TaskResult 
   const c = counters(overrides);
   return { id, counters: c, running: c.processing };
 }
+
+/** What a temporary task reports: 1.5 MB on disk now, 3 MB at most so far. */
+const TEMPORARY: TemporaryStats = {
+  liveBlocks: 3,
+  liveBytes: 1.5 * 2 ** 20,
+  peakBytes: 3 * 2 ** 20,
+  deletedBlocks: 10,
+  deletedBytes: 5 * 2 ** 20,
+  regenerated: 0,
+};
 
 function result(tasks: readonly TaskResult[]): RunResult {
   return { tasks, failures: [], seconds: 1, stoppedBy: null, outcome: outcomeOf(tasks, null) };
@@ -217,6 +228,87 @@ describe("formatting", () => {
     );
     assert.match(done, /^✔ extract/);
     assert.ok(!done.includes("ETA"));
+  });
+});
+
+describe("temporary bytes in the progress", () => {
+  test("a bar shows the live and peak bytes of a temporary task, and every bar keeps room", () => {
+    const view = {
+      id: "affs",
+      counters: counters({ ready: 20, processing: 4, completed: 40 }),
+      eta: new EtaEstimator(),
+      temporary: TEMPORARY,
+    };
+    const layout = { idWidth: 8, digits: 2, temporary: true };
+    const wide = formatBarLine(view, layout, 160, 0, false);
+    assert.match(
+      wide,
+      /^▶ affs {6}█+░+ {2}40\/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, temporary 1\.5 MB live \(peak 3\.0 MB\), ETA \?$/,
+    );
+    const narrow = formatBarLine(view, layout, 80, 0, false);
+    assert.match(narrow, / tmp 1\.5 MB↑3\.0 MB ETA \?$/);
+    for (const width of [40, 60, 80, 120, 200]) {
+      const line = formatBarLine(view, layout, width, 0, false);
+      assert.ok([...line].length <= width - 1, `${width}: ${line}`);
+    }
+    // A task that is not temporary shows no bytes, and its bar is as long as the other's.
+    const { temporary: _, ...notTemporary } = view;
+    const plain = formatBarLine({ ...notTemporary, id: "seg" }, layout, 160, 0, false);
+    assert.doesNotMatch(plain, /temporary|tmp/);
+    const bar = (line: string) => line.match(/[█░]+/)![0].length;
+    assert.equal(bar(plain), bar(wide));
+  });
+
+  test("the plain progress line shows them, and prints again when only they change", () => {
+    const stderr = new FakeStream(false);
+    const time = new ManualTime();
+    const run = createRunConsole({
+      stderr,
+      mode: "lines",
+      intervalSeconds: 0.1,
+      logDir: null,
+      color: false,
+      now: time.clock,
+      timers: time,
+    });
+    const affs = (temporary: TemporaryStats) => ({
+      ...task("affs", { ready: 56, processing: 4, completed: 4, started: true }),
+      temporary,
+    });
+    run.observer.runStarted?.([task("affs")]);
+    run.observer.progress?.([affs(TEMPORARY)]);
+    time.advance(100);
+    run.observer.progress?.([affs({ ...TEMPORARY, liveBytes: 512 })]);
+    time.advance(100);
+    run.close();
+    const lines = stderr.text.split("\n").filter((l) => l.startsWith("["));
+    assert.deepEqual(lines, [
+      "[0.1s] affs: 4/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, temporary 1.5 MB live (peak 3.0 MB), ETA unknown",
+      "[0.2s] affs: 4/64 done, 4 running, 0 failed, 0 orphaned, 0 skipped, temporary 512 B live (peak 3.0 MB), ETA unknown",
+    ]);
+  });
+
+  test("bars mode draws them on the temporary task's bar", () => {
+    const stderr = new FakeStream(true, 160);
+    const time = new ManualTime();
+    const run = createRunConsole({
+      stderr,
+      stdout: new FakeStream(false),
+      mode: "bars",
+      logDir: null,
+      color: false,
+      now: time.clock,
+      timers: time,
+    });
+    run.observer.runStarted?.([{ ...task("affs"), temporary: { ...TEMPORARY, liveBytes: 0 } }]);
+    time.advance(150);
+    run.observer.progress?.([{
+      ...task("affs", { ready: 40, processing: 4, completed: 20 }),
+      temporary: TEMPORARY,
+    }]);
+    time.advance(150);
+    run.close();
+    assert.ok(stderr.plain.includes("temporary 1.5 MB live (peak 3.0 MB)"), stderr.plain);
   });
 });
 

@@ -11,87 +11,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { type CliResult, describeRun, runCli } from "./fixtures/tracking/harness.ts";
+import { manifestOf as manifest, ran, runIn as run } from "./fixtures/outputs.ts";
+import { all as ALL, chain, endState, files, onDisk, TASKS } from "./fixtures/temporaries.ts";
 
 const newDir = scratchDirs("temporaries");
-const TASKS = ["a", "b", "c", "d", "e", "f"];
-
-/** The chain; `failing` names a block (e.g. "e3") that throws; `salt` changes a task's bytes. */
-function chain(dir: string, options: { failing?: string; nondeterministic?: string } = {}): string {
-  const file = path.join(dir, "chain.mjs");
-  fs.writeFileSync(
-    file,
-    `import fs from "node:fs";
-const DIR = ${JSON.stringify(dir)};
-const FAILING = ${JSON.stringify(options.failing ?? "")};
-const NONDETERMINISTIC = ${JSON.stringify(options.nondeterministic ?? "")};
-const step = (id, up, temporary) => ({
-  id, ...(up ? { upstream: [up] } : {}),
-  totalRoi: up ? { offset: [-1], shape: [18] } : { offset: [0], shape: [16] },
-  readRoi: up ? { offset: [-1], shape: [4] } : { offset: [0], shape: [2] },
-  writeRoi: { offset: [0], shape: [2] }, fit: "shrink", readWriteConflict: false, maxWorkers: 2,
-  temporary, outputs: { o: { path: "out/" + id + "/{block_id}.txt" } },
-  process(block, state, context) {
-    fs.appendFileSync(DIR + "/ran.log", id + block.id + "\\n");
-    if (id + block.id === FAILING) throw new Error("reader " + FAILING + " fails");
-    let text = id + ":" + block.id;
-    if (up) {
-      const from = Math.max(0, block.readRoi.offset[0]);
-      const to = Math.min(16, block.readRoi.offset[0] + block.readRoi.shape[0]);
-      for (let j = Math.floor(from / 2); j <= Math.floor((to - 1) / 2); j++) {
-        const input = DIR + "/out/" + up + "/" + j + ".txt";
-        if (!fs.existsSync(input)) throw new Error("missing input " + input);
-        text += "|" + fs.readFileSync(input, "utf8");
-      }
-    }
-    if (id === NONDETERMINISTIC) text += "#" + Math.random();
-    fs.writeFileSync(context.outputs.o, text);
-  },
-});
-export default { tasks: [
-  step("a", null, false), step("b", "a", true), step("c", "b", true), step("d", "c", true),
-  step("e", "d", false), step("f", "d", false),
-] };
-`,
-  );
-  return file;
-}
-
-async function run(dir: string, file: string, extra: string[] = [], env = {}): Promise<CliResult> {
-  fs.rmSync(path.join(dir, "ran.log"), { force: true });
-  return await runCli(
-    ["run", file, "--tracking-dir", path.join(dir, "tracking"), "--no-progress", ...extra],
-    { env },
-  );
-}
-
-function ran(dir: string): string[] {
-  const log = path.join(dir, "ran.log");
-  return fs.existsSync(log) ? fs.readFileSync(log, "utf8").trim().split("\n").sort() : [];
-}
-
-function files(dir: string, task: string): string[] {
-  const folder = path.join(dir, "out", task);
-  return fs.existsSync(folder) ? fs.readdirSync(folder).sort() : [];
-}
-
-function onDisk(dir: string): Record<string, number> {
-  return Object.fromEntries(TASKS.map((t) => [t, files(dir, t).length]));
-}
-
-function manifest(dir: string, task: string): { t: string; index: number[]; content?: string }[] {
-  const file = path.join(dir, "tracking", task, "manifest.jsonl");
-  if (!fs.existsSync(file)) return [];
-  // A kill mid-append can leave a torn last line, which readers ignore.
-  return fs.readFileSync(file, "utf8").split("\n").flatMap((line) => {
-    try {
-      return [JSON.parse(line)];
-    } catch {
-      return [];
-    }
-  });
-}
-
-const ALL = (task: string) => Array.from({ length: 8 }, (_, i) => `${task}${i}`);
 
 describe("temporary intermediates", () => {
   it("free b, c and d block by block; e and f complete; a rerun runs nothing", async () => {
@@ -99,7 +22,7 @@ describe("temporary intermediates", () => {
     const file = chain(dir);
     const first = await run(dir, file);
     assert.equal(first.code, 0, describeRun(first));
-    assert.deepEqual(ran(dir), TASKS.flatMap(ALL).sort());
+    assert.deepEqual(ran(dir), TASKS.flatMap((t) => ALL(t)).sort());
     assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
     for (const t of ["b", "c", "d"]) {
       const tombstones = manifest(dir, t).filter((r) => r.t === "tombstone");
@@ -189,28 +112,53 @@ describe("temporary intermediates", () => {
     assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
   });
 
-  for (const point of ["temp:tombstoned", "temp:deleted"]) {
-    it(`a run killed ${point === "temp:tombstoned" ? "after a tombstone, before the files go" : "after deleting"} resumes without rebuilding`, async () => {
-      const dir = newDir(point.replace(":", "-"));
-      const file = chain(dir);
-      const killed = await run(dir, file, [], { BLOCKWISE_TEST_CRASH_AT: `${point}:2` });
-      assert.equal(killed.signal, "SIGKILL", describeRun(killed));
-      // Blocks whose commit was durable before the kill never run again (blocks that were in
-      // flight at the kill may, and must).
-      const committed = TASKS.flatMap((t) =>
-        manifest(dir, t).filter((r) => r.t === "commit").map((r) => `${t}${r.index[0]}`)
-      );
-      assert.ok(committed.length > 0, "the kill came after some commits");
-      const resumed = await run(dir, file);
-      assert.equal(resumed.code, 0, describeRun(resumed));
-      for (const block of ran(dir)) {
-        assert.ok(!committed.includes(block), `${block} committed before the kill, yet ran again`);
-      }
-      assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
-      const last = await run(dir, file);
-      assert.deepEqual(ran(dir), [], describeRun(last));
-    });
-  }
+  it("an orphaned reader keeps its inputs; once it runs they go", async () => {
+    const dir = newDir("orphaned");
+    const first = await run(dir, chain(dir, { failing: "d3" }));
+    assert.equal(first.code, 1, describeRun(first));
+    // d3 (write [6, 8), read [5, 9)) fails: e2..e4 and f2..f4, which read it, are orphaned and
+    // never run. Their other inputs d1, d2, d4, d5 stay, and so do d3's own inputs c2..c4;
+    // every other temporary block was read by all its readers and is gone.
+    assert.deepEqual(files(dir, "d"), ["1.txt", "2.txt", "4.txt", "5.txt"]);
+    assert.deepEqual(files(dir, "c"), ["2.txt", "3.txt", "4.txt"]);
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 3, d: 4, e: 5, f: 5 });
+    const fixed = await run(dir, chain(dir));
+    assert.equal(fixed.code, 0, describeRun(fixed));
+    assert.deepEqual(
+      ran(dir),
+      ["d3", "e2", "e3", "e4", "f2", "f3", "f4"],
+      "only the failed and the orphaned blocks run: every input was kept",
+    );
+    assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
+  });
+
+  it("a grown volume regenerates only the deleted blocks that the blocks to run read", async () => {
+    const dir = newDir("grown");
+    assert.equal((await run(dir, chain(dir))).code, 0);
+    const grown = await run(dir, chain(dir, { voxels: 20 }));
+    assert.equal(grown.code, 0, describeRun(grown));
+    // New: index 8 and 9 of every task; b7..f7 now read a new block, so they run too, and
+    // everything downstream of them may change: c6; d5, d6; e4..e6 and f4..f6. What they read
+    // that was deleted is regenerated, recursively: d3, d4; c2..c5; b1..b6. Nothing else runs.
+    const span = (task: string, from: number) => ALL(task, 10).slice(from);
+    assert.deepEqual(
+      ran(dir),
+      [
+        ...span("a", 8),
+        ...span("b", 1),
+        ...span("c", 2),
+        ...span("d", 3),
+        ...span("e", 4),
+        ...span("f", 4),
+      ].sort(),
+    );
+    assert.deepEqual(onDisk(dir), { a: 10, b: 0, c: 0, d: 0, e: 10, f: 10 });
+    const clean = newDir("grown-clean");
+    assert.equal((await run(clean, chain(clean, { voxels: 20 }))).code, 0);
+    assert.deepEqual(endState(dir), endState(clean), "what a clean run of the grown volume makes");
+    const again = await run(dir, chain(dir, { voxels: 20 }));
+    assert.deepEqual(ran(dir), [], describeRun(again));
+  });
 
   it("a regenerated block with other content is reported, and its readers run again", async () => {
     const dir = newDir("nondeterministic");

@@ -11,7 +11,7 @@ import * as path from "node:path";
 import { createHash } from "node:crypto";
 import type { Block } from "../pipeline/spec.ts";
 import type { OutputPlan } from "./output_plan.ts";
-import { blockStagingRoot, ownedChunkKeys, relativeOutputPath, stagedLocation } from "./staging.ts";
+import { ownedChunkKeys, relativeOutputPath, stagedLocation } from "./staging.ts";
 
 /** One staged file: its output, its path below the output's base (`/`-separated), size, hash. */
 export interface StagedFile {
@@ -36,6 +36,7 @@ export class BlockOutputs {
   readonly #plans: readonly OutputPlan[];
   readonly #runId: string;
   readonly #buffer = new Uint8Array(READ_CHUNK);
+  readonly #madeFolders = new Set<string>();
 
   constructor(plans: readonly OutputPlan[], runId: string) {
     this.#plans = plans;
@@ -59,8 +60,14 @@ export class BlockOutputs {
           fs.writeFileSync(path.join(location, file.name), file.text);
         }
       } else {
-        fs.rmSync(location, { recursive: true, force: true });
-        fs.mkdirSync(path.dirname(location), { recursive: true });
+        // Staging is per run: a first attempt finds nothing there (a block handed back unrun
+        // keeps its attempt, but never started).
+        if (block.attempt > 1) fs.rmSync(location, { recursive: true, force: true });
+        const folder = path.dirname(location);
+        if (!this.#madeFolders.has(folder)) {
+          fs.mkdirSync(folder, { recursive: true });
+          this.#madeFolders.add(folder);
+        }
       }
       where[plan.name] = location;
     }
@@ -77,9 +84,9 @@ export class BlockOutputs {
       const location = stagedLocation(plan, this.#runId, block);
       if (plan.kind === "path") {
         const relative = relativeOutputPath(plan, block);
-        let stat: fs.Stats;
+        let fd: number;
         try {
-          stat = fs.statSync(location);
+          fd = fs.openSync(location, "r");
         } catch {
           throw new Error(
             `Block ${
@@ -87,12 +94,15 @@ export class BlockOutputs {
             } did not write its output "${plan.name}" (${plan.written}): nothing at ${location}. Write it to context.outputs.${plan.name}.`,
           );
         }
-        if (stat.isDirectory()) {
-          for (const sub of walk(location)) {
-            files.push(this.#hash(plan.name, `${relative}/${sub}`, path.join(location, sub)));
-          }
-        } else {
-          files.push(this.#hash(plan.name, relative, location));
+        // Most outputs are one file: read it without a stat first; a folder fails the read.
+        const single = this.#hash(plan.name, relative, fd);
+        if (single !== null) {
+          files.push(single);
+          continue;
+        }
+        for (const sub of walk(location)) {
+          const file = path.join(location, sub);
+          files.push(this.#hashFile(plan.name, `${relative}/${sub}`, fs.openSync(file, "r")));
         }
         continue;
       }
@@ -113,7 +123,7 @@ export class BlockOutputs {
             }. Write only the block's write ROI.`,
           );
         }
-        files.push(this.#hash(plan.name, sub, path.join(location, sub)));
+        files.push(this.#hashFile(plan.name, sub, fs.openSync(path.join(location, sub), "r")));
       }
     }
     return { position, files, content: contentHash(files) };
@@ -122,20 +132,35 @@ export class BlockOutputs {
   /** Remove a block's staging (after a failed attempt). */
   discard(block: Block): void {
     for (const plan of this.#plans) {
-      fs.rmSync(blockStagingRoot(plan, this.#runId, block), { recursive: true, force: true });
+      fs.rmSync(stagedLocation(plan, this.#runId, block), { recursive: true, force: true });
     }
   }
 
-  #hash(output: string, relative: string, file: string): StagedFile {
+  /** Hash an open file (and close it). */
+  #hashFile(output: string, relative: string, fd: number): StagedFile {
+    const staged = this.#hash(output, relative, fd);
+    if (staged === null) throw new Error(`Cannot hash ${relative}: it is a folder`);
+    return staged;
+  }
+
+  /** Hash an open file (and close it); null when it is a folder. */
+  #hash(output: string, relative: string, fd: number): StagedFile | null {
     const h = createHash("sha256");
-    const fd = fs.openSync(file, "r");
     let size = 0;
     try {
       for (;;) {
-        const n = fs.readSync(fd, this.#buffer, 0, READ_CHUNK, size);
+        let n: number;
+        try {
+          n = fs.readSync(fd, this.#buffer, 0, READ_CHUNK, size);
+        } catch (error) {
+          if (size === 0 && (error as { code?: string }).code === "EISDIR") return null;
+          throw error;
+        }
         if (n <= 0) break;
         h.update(this.#buffer.subarray(0, n));
         size += n;
+        // A short read is the end of a file nobody writes any more: save the empty read.
+        if (n < READ_CHUNK) break;
       }
     } finally {
       fs.closeSync(fd);

@@ -15,7 +15,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fsyncFile, syncFilesystem } from "../runtime/fs_sync.ts";
+import { fsyncFileAsync, syncFilesystem } from "../runtime/fs_sync.ts";
 import type { Block } from "../pipeline/spec.ts";
 import type { BlockCommit } from "./block_outputs.ts";
 import { crashPoint } from "./crash_points.ts";
@@ -28,6 +28,7 @@ import {
   relativeOutputPath,
   runStagingRoot,
   stagedLocation,
+  stagedPath,
 } from "./staging.ts";
 
 /** Everything needed to commit one block. */
@@ -55,7 +56,9 @@ interface Pending {
   reject(error: Error): void;
 }
 
-const MAX_BATCH = 512;
+/** A batch this big is flushed at once; a smaller one waits up to LINGER_MS for company. */
+const GROUP = 256;
+const LINGER_MS = 5;
 
 export class OutputCommitter {
   readonly #runId: string;
@@ -81,11 +84,16 @@ export class OutputCommitter {
   }
 
   async #flushLoop(): Promise<void> {
-    // Let the results of the same message (and of other workers) join this batch.
-    await new Promise((r) => setTimeout(r, 0));
     try {
       while (this.#queue.length > 0) {
-        const batch = this.#queue.splice(0, MAX_BATCH);
+        // Let the results of other messages (and of other workers) join this batch; while a
+        // batch waits for the disk, the next one grows (no cap: the backlog is the batch).
+        const started = performance.now();
+        do {
+          await new Promise((r) => setTimeout(r, 1));
+        } while (this.#queue.length < GROUP && performance.now() - started < LINGER_MS);
+        const batch = this.#queue;
+        this.#queue = [];
         await this.#flush(batch);
       }
     } finally {
@@ -97,14 +105,18 @@ export class OutputCommitter {
     const { block, plans, commit } = request;
     const units: Unit[] = [];
     for (const plan of plans) {
-      const staged = stagedLocation(plan, this.#runId, block);
       if (plan.kind === "path") {
         const mine = commit.files.filter((f) => f.output === plan.name);
         if (mine.length === 0) continue;
         const relative = relativeOutputPath(plan, block);
         const folder = !(mine.length === 1 && mine[0]!.path === relative);
-        units.push({ from: staged, to: finalLocation(plan, relative), folder });
+        units.push({
+          from: stagedPath(plan, this.#runId, block, relative),
+          to: finalLocation(plan, relative),
+          folder,
+        });
       } else {
+        const staged = stagedLocation(plan, this.#runId, block);
         for (const f of commit.files) {
           if (f.output !== plan.name) continue;
           units.push({
@@ -119,16 +131,19 @@ export class OutputCommitter {
   }
 
   async #flush(batch: Pending[]): Promise<void> {
+    // Every wait for the disk below is off this thread: results keep coming in meanwhile and
+    // make the next batch (group commit sized by the disk's latency).
     // 1. The staged data on disk.
     const filesystems = new Set(batch.flatMap((p) => p.request.plans.map((plan) => plan.base)));
     for (const base of filesystems) {
       if (!(await syncFilesystem(base))) {
-        for (const p of batch) for (const u of p.units) fsyncTree(u.from, u.folder);
+        await Promise.all(batch.flatMap((p) => p.units.map((u) => fsyncTree(u.from, u.folder))));
       }
     }
     crashPoint("commit:staged");
     // 2. Intents, one write and one fsync per manifest.
-    appendGrouped(batch, (p) => ({
+    const at = new Date().toISOString();
+    await appendGrouped(batch, (p) => ({
       t: "intent",
       index: p.request.block.index,
       block: String(p.request.block.id),
@@ -137,20 +152,20 @@ export class OutputCommitter {
       provenance: p.request.provenance,
       recipe: p.request.recipe,
       seconds: p.request.seconds,
-      at: new Date().toISOString(),
+      at,
     }));
     crashPoint("commit:intent");
-    // 3. Renames; a block whose rename fails is dropped from the batch and fails.
-    const done: Pending[] = [];
+    // 3. Renames, on the runtime's I/O threads; a block whose rename fails is dropped from the
+    // batch and fails.
     const folders = new Set<string>();
-    for (const p of batch) {
+    const renamed = await Promise.all(batch.map(async (p) => {
       try {
         for (const u of p.units) {
-          this.#rename(u, p.request);
+          await this.#rename(u, p.request);
           folders.add(path.dirname(u.to));
           crashPoint("commit:rename");
         }
-        done.push(p);
+        return true;
       } catch (error) {
         p.request.manifest.append([{
           t: "drop",
@@ -158,24 +173,31 @@ export class OutputCommitter {
           why: `commit failed: ${(error as Error).message}`,
         }]);
         p.reject(error as Error);
+        return false;
       }
-    }
+    }));
+    const done = batch.filter((_, i) => renamed[i]);
     for (const base of filesystems) {
-      if (!(await syncFilesystem(base))) { for (const dir of folders) fsyncFile(dir); }
+      if (!(await syncFilesystem(base))) {
+        await Promise.all([...folders].map((dir) => fsyncFileAsync(dir)));
+      }
     }
     crashPoint("commit:renamed");
     // 4. Commit records.
-    appendGrouped(done, (p) => ({ t: "commit", index: p.request.block.index }));
+    await appendGrouped(done, (p) => ({ t: "commit", index: p.request.block.index }));
     crashPoint("commit:recorded");
     for (const p of done) {
+      // A path output's staged file was renamed away; a Zarr output leaves the array copy.
       for (const plan of p.request.plans) {
-        removeQuietly(blockStagingRoot(plan, this.#runId, p.request.block));
+        if (plan.kind === "zarr") {
+          removeQuietly(blockStagingRoot(plan, this.#runId, p.request.block));
+        }
       }
       p.resolve();
     }
   }
 
-  #rename(unit: Unit, request: CommitRequest): void {
+  async #rename(unit: Unit, request: CommitRequest): Promise<void> {
     const parent = path.dirname(unit.to);
     if (!this.#madeFolders.has(parent)) {
       fs.mkdirSync(parent, { recursive: true });
@@ -186,7 +208,7 @@ export class OutputCommitter {
       // (swept at the next start if we die before removing it).
       const old = path.join(
         runStagingRoot(request.plans[0]!, this.#runId, request.block.taskId),
-        "replaced",
+        ".replaced",
         `${request.block.index.join("_")}-${path.basename(unit.to)}`,
       );
       fs.mkdirSync(path.dirname(old), { recursive: true });
@@ -196,29 +218,31 @@ export class OutputCommitter {
       fs.rmSync(old, { recursive: true, force: true });
       return;
     }
-    fs.renameSync(unit.from, unit.to);
+    await new Promise<void>((resolve, reject) =>
+      fs.rename(unit.from, unit.to, (error) => (error === null ? resolve() : reject(error)))
+    );
   }
 }
 
-function appendGrouped(batch: readonly Pending[], record: (p: Pending) => ManifestRecord): void {
+async function appendGrouped(
+  batch: readonly Pending[],
+  record: (p: Pending) => ManifestRecord,
+): Promise<void> {
   const byManifest = new Map<ManifestWriter, ManifestRecord[]>();
   for (const p of batch) {
     const list = byManifest.get(p.request.manifest) ?? [];
     list.push(record(p));
     byManifest.set(p.request.manifest, list);
   }
-  for (const [manifest, records] of byManifest) manifest.append(records);
+  await Promise.all([...byManifest].map(([manifest, records]) => manifest.appendAsync(records)));
 }
 
-function fsyncTree(target: string, folder: boolean): void {
-  if (!folder) {
-    fsyncFile(target);
-    return;
+async function fsyncTree(target: string, folder: boolean): Promise<void> {
+  if (folder) {
+    const entries = fs.readdirSync(target, { withFileTypes: true });
+    await Promise.all(entries.map((e) => fsyncTree(path.join(target, e.name), e.isDirectory())));
   }
-  for (const entry of fs.readdirSync(target, { withFileTypes: true })) {
-    fsyncTree(path.join(target, entry.name), entry.isDirectory());
-  }
-  fsyncFile(target);
+  await fsyncFileAsync(target);
 }
 
 function removeQuietly(dir: string): void {

@@ -1,7 +1,8 @@
 /**
- * Crash points for the crash test: `BLOCKWISE_TEST_CRASH_AT=<point>:<n>` makes the process kill
- * itself with SIGKILL the n-th time it reaches `<point>` (a step of the output commit), so every
- * step can be hit exactly rather than by luck. Unset, a crash point costs one comparison.
+ * Crash points for the crash tests: `BLOCKWISE_TEST_CRASH_AT=<point>:<n>` makes the process kill
+ * itself with SIGKILL the n-th time it reaches `<point>` (a step of the output commit, or of
+ * deleting temporaries), so every step can be hit exactly rather than by luck. Unset, a crash
+ * point costs one comparison.
  */
 
 import process from "node:process";
@@ -13,6 +14,7 @@ export type CrashPoint =
   | "commit:renamed"
   | "commit:recorded"
   | "commit:done"
+  | "temp:due"
   | "temp:tombstoned"
   | "temp:deleted";
 

@@ -129,6 +129,9 @@ export function explainPipeline(
         append: (_records: readonly ManifestRecord[]) => {
           throw new Error("plan must not write a manifest");
         },
+        appendAsync: (_records: readonly ManifestRecord[]) => {
+          throw new Error("plan must not write a manifest");
+        },
       }
     ),
     certain: (t, p) => !isDone(t, p) || forced.has(t, p) || !model.fresh(t, p),

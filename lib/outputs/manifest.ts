@@ -17,6 +17,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { fsyncAsync } from "../runtime/fs_sync.ts";
 
 export const MANIFEST_FILE = "manifest.jsonl";
 const ENCODER = new TextEncoder();
@@ -70,6 +71,15 @@ export function indexKey(index: readonly number[]): string {
   return index.join(",");
 }
 
+const COMMIT_PREFIX = '{"t":"commit","index":[';
+
+/** A plain commit record (half of every manifest) without the JSON parser, or null. */
+function parseCommit(line: string): ManifestRecord | null {
+  if (!line.startsWith(COMMIT_PREFIX) || !line.endsWith("]}")) return null;
+  const index = line.slice(COMMIT_PREFIX.length, -2).split(",").map(Number);
+  return index.every(Number.isInteger) ? { t: "commit", index } : null;
+}
+
 /** Read a store's manifest (missing: empty). */
 export function readManifest(storeDir: string): ManifestContents {
   const file = path.join(storeDir, MANIFEST_FILE);
@@ -91,7 +101,7 @@ export function readManifest(storeDir: string): ManifestContents {
     lines++;
     let record: ManifestRecord;
     try {
-      record = JSON.parse(line) as ManifestRecord;
+      record = parseCommit(line) ?? JSON.parse(line) as ManifestRecord;
     } catch {
       unreadable++;
       continue;
@@ -151,6 +161,19 @@ export class ManifestWriter {
   /** Append records with one write and one fsync. */
   append(records: readonly ManifestRecord[]): void {
     if (records.length === 0) return;
+    fs.fsyncSync(this.#write(records));
+  }
+
+  /**
+   * Append records with one write; the promise resolves once they are durable (the fsync runs
+   * on the runtime's I/O threads, not this one).
+   */
+  async appendAsync(records: readonly ManifestRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await fsyncAsync(this.#write(records));
+  }
+
+  #write(records: readonly ManifestRecord[]): number {
     const fd = this.#live();
     const text = records.map((r) => JSON.stringify(r)).join("\n") + "\n";
     const bytes = ENCODER.encode(text);
@@ -158,7 +181,7 @@ export class ManifestWriter {
     while (written < bytes.length) {
       written += fs.writeSync(fd, bytes, written, bytes.length - written);
     }
-    fs.fsyncSync(fd);
+    return fd;
   }
 
   close(): void {

@@ -144,16 +144,15 @@ export class ProvenanceModel {
   }
 
   /**
-   * Record what a block was made from (after its outputs are durable). Returns its provenance
-   * hash (SHA-256 hex, for the manifest). `content` is the block's content hash, or null
-   * without outputs (its provenance then stands for its content).
+   * Record what a block was made from (after its outputs are durable). `content` is the
+   * block's content hash, or null without outputs (its provenance hash then stands for its
+   * content).
    */
-  record(task: number, position: number, content: string | null): string {
+  record(task: number, position: number, content: string | null): void {
     const m = this.#tasks[task] ?? null;
-    if (m === null) return "";
-    const provenance = this.provenanceHash(task, position);
+    if (m === null) return;
     const cell = this.#graph.layouts[task]!.trackingCellOf(position);
-    if (cell < 0) return provenance;
+    if (cell < 0) return;
     const p = m.store.provenance!;
     const w = this.#words;
     this.#upstreamDigest(task, position, w);
@@ -164,9 +163,8 @@ export class ProvenanceModel {
       p.inputs[2 * cell] = w[0]!;
       p.inputs[2 * cell + 1] = w[1]!;
     }
-    hexPrefixWords(content ?? provenance, p.content, 2 * cell);
+    hexPrefixWords(content ?? this.provenanceHash(task, position), p.content, 2 * cell);
     p.recipe[cell] = m.recipe;
-    return provenance;
   }
 
   /**

@@ -17,7 +17,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { TaskConfig } from "../pipeline/spec.ts";
-import { OUTPUTS_DELETED, OUTPUTS_NONE, type TrackingStore } from "../tracking/store.ts";
+import {
+  OUTPUTS_DELETED,
+  OUTPUTS_NONE,
+  OUTPUTS_PRESENT,
+  type TrackingStore,
+} from "../tracking/store.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
@@ -102,11 +107,7 @@ export function reconcileTask(
       if (gone === undefined) {
         present++;
         for (const f of files) expected.add(f.file!);
-        if (cell >= 0) {
-          store.done[cell] = 1;
-          recorded[cell] = 1;
-          setContent(store, cell, intent);
-        }
+        if (cell >= 0) setPresent(store, cell, intent, recorded);
         continue;
       }
       notPresent++;
@@ -126,11 +127,7 @@ export function reconcileTask(
         adopted++;
         for (const f of files) expected.add(f.file!);
         appends.push({ t: "commit", index: intent.index, adopted: true });
-        if (cell >= 0) {
-          store.done[cell] = 1;
-          recorded[cell] = 1;
-          setContent(store, cell, intent);
-        }
+        if (cell >= 0) setPresent(store, cell, intent, recorded);
         continue;
       }
       rolledBack++;
@@ -188,6 +185,20 @@ export function positionOfIndex(layout: TaskLayout, index: readonly number[]): n
   return layout.inGrid(coords) ? layout.positionOf(coords) : -1;
 }
 
+/** A block whose recorded outputs are all in place: done, with their content and state. */
+function setPresent(
+  store: ReconcileStore,
+  cell: number,
+  intent: IntentRecord,
+  recorded: Uint8Array,
+): void {
+  store.done[cell] = 1;
+  recorded[cell] = 1;
+  setContent(store, cell, intent);
+  // A kill between the commit record and the run's own bookkeeping leaves the state unset.
+  if (store.provenance !== null) store.provenance.outputs[cell] = OUTPUTS_PRESENT;
+}
+
 function setContent(store: ReconcileStore, cell: number, intent: IntentRecord): void {
   const p = store.provenance;
   if (p !== null && /^[0-9a-f]{16}/.test(intent.content)) {
@@ -218,7 +229,7 @@ export function sweepStaging(plans: readonly OutputPlan[], taskId: string): numb
     for (const run of runs) {
       const mine = path.join(staging, run, taskId);
       try {
-        removed += fs.readdirSync(mine).length;
+        removed += leftoverBlocks(mine);
       } catch {
         continue;
       }
@@ -228,6 +239,19 @@ export function sweepStaging(plans: readonly OutputPlan[], taskId: string): numb
     removeIfEmpty(staging);
   }
   return removed;
+}
+
+/**
+ * The blocks a task's staging folder holds: a Zarr output's block folders (named by grid index)
+ * and the staged files of each path output's folder (named after the output).
+ */
+function leftoverBlocks(taskStaging: string): number {
+  let n = 0;
+  for (const entry of fs.readdirSync(taskStaging, { withFileTypes: true })) {
+    if (/^[0-9]/.test(entry.name) || !entry.isDirectory()) n++;
+    else n += fs.readdirSync(path.join(taskStaging, entry.name)).length;
+  }
+  return n;
 }
 
 function removeIfEmpty(dir: string): void {
@@ -263,7 +287,7 @@ function unexpectedFiles(
         if (++seen > UNEXPECTED_LIMIT) return;
         if (level === 0 && e.name === STAGING_FOLDER) continue;
         const sub = rel === "" ? e.name : `${rel}/${e.name}`;
-        const full = path.join(dir, e.name);
+        const full = dir.endsWith(path.sep) ? dir + e.name : dir + path.sep + e.name;
         // A chunk key names a file; the folders on its way (c, c/0) are walked through.
         if (pattern.test(sub) && (plan.kind === "path" || !e.isDirectory())) {
           if (!expected.has(full) && !(e.isDirectory() && hasExpectedBelow(full, expected))) {

@@ -48,6 +48,7 @@ export class RunOutputs implements CompletionSink {
   readonly #committer: OutputCommitter;
   readonly #runId: string;
   readonly #temporaries: Temporaries | null;
+  readonly #onNotice: (message: string) => void;
   #flushScheduled = false;
   readonly #quarantined = new Set<string>();
 
@@ -69,6 +70,7 @@ export class RunOutputs implements CompletionSink {
     this.summaries = summaries;
     this.missing = missing;
     this.#runId = session.runId;
+    this.#onNotice = options.onNotice;
     this.#committer = new OutputCommitter(session.runId);
     const stores = pipeline.tasks.map((_, t) => session.store(t));
     this.provenance = ProvenanceModel.open(pipeline, graph, stores);
@@ -267,16 +269,20 @@ export class RunOutputs implements CompletionSink {
       report.position,
       report.attempt,
     );
+    const provenance = this.provenance.provenanceHash(t, report.position);
+    // What it was made from goes into the (mapped) arrays now, before its commit record can be
+    // durable: a kill after that record then leaves a block that is done and fresh, not one
+    // that runs again for want of provenance. Until the block is done nothing reads them.
+    this.provenance.record(t, report.position, commit.content);
     return this.#committer.commit({
       block,
       plans: this.plans[t]!,
       commit,
       manifest,
-      provenance: this.provenance.provenanceHash(t, report.position),
+      provenance,
       recipe: this.provenance.recipeIndex(t),
       seconds: report.seconds,
     }).then(() => {
-      this.provenance.record(t, copy.position, commit.content);
       const store = this.#session.store(t);
       const cell = this.#graph.layouts[t]!.trackingCellOf(copy.position);
       if (store?.provenance != null && cell >= 0) store.provenance.outputs[cell] = OUTPUTS_PRESENT;
@@ -306,7 +312,13 @@ export class RunOutputs implements CompletionSink {
     // Deletions of one burst of completions share one tombstone write and fsync.
     setTimeout(() => {
       this.#flushScheduled = false;
-      temporaries.flush();
+      temporaries.flush().catch((error: unknown) =>
+        this.#onNotice(
+          `warning: deleting temporary outputs failed: ${
+            (error as Error).message
+          }; they stay, and the next run deletes them`,
+        )
+      );
     }, 0);
   }
 
@@ -319,7 +331,7 @@ export class RunOutputs implements CompletionSink {
   /** Wait for the last commits, then remove this run's staging folders. */
   async close(): Promise<void> {
     await this.#committer.drain();
-    this.#temporaries?.flush();
+    await this.#temporaries?.flush();
     for (const manifest of this.#manifests) manifest?.close();
     for (let t = 0; t < this.plans.length; t++) {
       for (const base of new Set(this.plans[t]!.map((p) => p.base))) {

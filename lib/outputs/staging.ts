@@ -3,40 +3,80 @@
  * (which writes and hashes them) and the scheduler (which commits them). Staging lives on the
  * output's own filesystem, so the commit is a rename:
  *
- *   path output   <base>/.blockwise-staging/<run>/<task>/<block>/<name>/<relative path>
+ *   path output   <base>/.blockwise-staging/<run>/<task>/<name>/<block>-<file name>
  *   zarr output   <array>/.blockwise-staging/<run>/<task>/<block>/   (a copy of the array's
  *                 metadata; the block's chunk files below it, by their chunk keys)
  *
- * `<block>` is the block's grid index (`3_0_12`): stable across a grown volume.
+ * `<block>` is the block's grid index (`3_0_12`): stable across a grown volume. A path output
+ * is staged flat, one file (or folder) per block in a folder per output, so a commit is one
+ * rename and leaves no folder behind: creating and removing a folder per block costs more
+ * than writing a small block's file. The staged name ends as the final one (same extension).
+ * Output names start with a letter and block keys with a digit, so the two never collide.
  */
 
 import * as path from "node:path";
 import { chunkKey } from "../zarr/chunk_grid.ts";
 import type { Block } from "../pipeline/spec.ts";
-import { type OutputPlan, STAGING_FOLDER, type ZarrOutputPlan } from "./output_plan.ts";
+import {
+  type OutputPlan,
+  type PathOutputPlan,
+  STAGING_FOLDER,
+  type ZarrOutputPlan,
+} from "./output_plan.ts";
 
-/** Per-block values of an output path's placeholders (no `{attempt}`). */
-export function outputPlaceholderValues(block: Block): Record<string, string> {
-  return {
-    task_id: block.taskId,
-    block_id: String(block.id),
-    index: block.index.join(","),
-    read_offset: block.readRoi.offset.join(","),
-    read_shape: block.readRoi.shape.join(","),
-    write_offset: block.writeRoi.offset.join(","),
-    write_shape: block.writeRoi.shape.join(","),
-  };
+/** Per-block value of one output path placeholder (no `{attempt}`), or undefined. */
+function placeholderValue(name: string, block: Block): string | undefined {
+  switch (name) {
+    case "task_id":
+      return block.taskId;
+    case "block_id":
+      return String(block.id);
+    case "index":
+      return block.index.join(",");
+    case "read_offset":
+      return block.readRoi.offset.join(",");
+    case "read_shape":
+      return block.readRoi.shape.join(",");
+    case "write_offset":
+      return block.writeRoi.offset.join(",");
+    case "write_shape":
+      return block.writeRoi.shape.join(",");
+    default:
+      return undefined;
+  }
 }
 
-/** Fill a template's placeholders; `{{`/`}}` are literal braces. */
-export function renderTemplate(template: string, values: Record<string, string>): string {
-  return template.replace(/\{\{|\}\}|\{([a-z_]+)\}/g, (match, name: string | undefined) => {
-    if (match === "{{") return "{";
-    if (match === "}}") return "}";
-    const value = name === undefined ? undefined : values[name];
-    if (value === undefined) throw new Error(`Unknown placeholder ${match} in ${template}`);
-    return value;
-  });
+/** A template split once into literal text (even places) and placeholder names (odd places). */
+const compiled = new Map<string, readonly string[]>();
+
+function compile(template: string): readonly string[] {
+  let parts = compiled.get(template);
+  if (parts !== undefined) return parts;
+  const out: string[] = [""];
+  let last = 0;
+  for (const match of template.matchAll(/\{\{|\}\}|\{([a-z_]+)\}/g)) {
+    out[out.length - 1] += template.slice(last, match.index);
+    last = match.index + match[0].length;
+    if (match[0] === "{{") out[out.length - 1] += "{";
+    else if (match[0] === "}}") out[out.length - 1] += "}";
+    else out.push(match[1]!, "");
+  }
+  out[out.length - 1] += template.slice(last);
+  parts = out;
+  compiled.set(template, parts);
+  return parts;
+}
+
+/** Fill a template's placeholders with a block's values; `{{`/`}}` are literal braces. */
+export function renderTemplate(template: string, block: Block): string {
+  const parts = compile(template);
+  let text = parts[0]!;
+  for (let i = 1; i < parts.length; i += 2) {
+    const value = placeholderValue(parts[i]!, block);
+    if (value === undefined) throw new Error(`Unknown placeholder {${parts[i]}} in ${template}`);
+    text += value + parts[i + 1]!;
+  }
+  return text;
 }
 
 export function blockKey(index: readonly number[]): string {
@@ -48,9 +88,14 @@ export function runStagingRoot(plan: OutputPlan, runId: string, taskId: string):
   return path.join(plan.base, STAGING_FOLDER, runId, taskId);
 }
 
-/** The folder holding everything one block stages for one output's base. */
-export function blockStagingRoot(plan: OutputPlan, runId: string, block: Block): string {
+/** The folder a Zarr output's block stages its copy of the array in. */
+export function blockStagingRoot(plan: ZarrOutputPlan, runId: string, block: Block): string {
   return path.join(runStagingRoot(plan, runId, block.taskId), blockKey(block.index));
+}
+
+/** The folder every block of a path output stages its file (or folder) in. */
+export function pathStagingFolder(plan: OutputPlan, runId: string, taskId: string): string {
+  return path.join(runStagingRoot(plan, runId, taskId), plan.name);
 }
 
 /** Where one block stages one output: a file/folder path (path) or a staged array folder (zarr). */
@@ -59,23 +104,37 @@ export function stagedLocation(
   runId: string,
   block: Block,
 ): string {
-  const root = blockStagingRoot(plan, runId, block);
-  if (plan.kind === "zarr") return root;
-  return path.join(
-    root,
-    plan.name,
-    ...renderTemplate(plan.relative, outputPlaceholderValues(block)).split("/"),
-  );
+  if (plan.kind === "zarr") return blockStagingRoot(plan, runId, block);
+  return stagedPath(plan, runId, block, relativeOutputPath(plan, block));
 }
+
+/** Where a path output's block stages what goes to `relative` (its path below the base). */
+export function stagedPath(
+  plan: PathOutputPlan,
+  runId: string,
+  block: Block,
+  relative: string,
+): string {
+  return `${pathStagingFolder(plan, runId, block.taskId)}${path.sep}${blockKey(block.index)}-${
+    relative.slice(relative.lastIndexOf("/") + 1)
+  }`;
+}
+
+/** A `/`-separated relative path that joins as it is: no empty, `.` or `..` segment. */
+const PLAIN_RELATIVE = /^(?!\.\.?(\/|$))(?!.*\/\.\.?(\/|$))[^/]+(\/[^/]+)*$/;
 
 /** Where a staged file goes: `relative` is its path below the staged location's root. */
 export function finalLocation(plan: OutputPlan, relative: string): string {
+  // The common case without path.join's normalisation (it is per file, per commit).
+  if (path.sep === "/" && plan.base !== "/" && PLAIN_RELATIVE.test(relative)) {
+    return `${plan.base}/${relative}`;
+  }
   return path.join(plan.base, ...relative.split("/"));
 }
 
 /** The output's path below its base for a block (path outputs). */
-export function relativeOutputPath(plan: OutputPlan & { kind: "path" }, block: Block): string {
-  return renderTemplate(plan.relative, outputPlaceholderValues(block));
+export function relativeOutputPath(plan: PathOutputPlan, block: Block): string {
+  return renderTemplate(plan.relative, block);
 }
 
 /** The chunk keys (relative file paths) a block owns in a Zarr output. */

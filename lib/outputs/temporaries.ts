@@ -42,7 +42,7 @@ export interface TemporaryStats {
 /** What temporaries read of a store (a run's mapped store, or plan's snapshot). */
 export type TemporaryStore = Pick<TrackingStore, "path" | "done" | "provenance">;
 /** Where tombstones go: a store's manifest writer (plan passes one that is never called). */
-export type TombstoneLog = Pick<ManifestWriter, "append">;
+export type TombstoneLog = Pick<ManifestWriter, "append" | "appendAsync">;
 
 interface TempTask {
   readonly task: number;
@@ -88,6 +88,8 @@ export class Temporaries {
   readonly #o: TemporariesOptions;
   readonly #tasks: (TempTask | null)[];
   #pending: { t: TempTask; position: number }[] = [];
+  /** The deletions in progress, one batch after another. */
+  #flushes: Promise<void> = Promise.resolve();
 
   private constructor(o: TemporariesOptions, tasks: (TempTask | null)[]) {
     this.#o = o;
@@ -232,29 +234,47 @@ export class Temporaries {
     this.#o.graph.forEachUpstream(task, position, this.#countOff(task));
   }
 
-  /** Delete what fell due; durable before it returns. */
-  flush(): void {
+  /**
+   * Delete what fell due: tombstones appended (their fsync off the run loop), then the files
+   * removed. Batches run one after another; the promise settles when this one is done.
+   */
+  flush(): Promise<void> {
+    const next = this.#flushes.then(() => this.#flushOnce());
+    this.#flushes = next.catch(() => {});
+    return next;
+  }
+
+  async #flushOnce(): Promise<void> {
     if (this.#pending.length === 0) return;
     // A block claimed since it fell due (a reader that turned stale) stays.
     const batch = this.#pending.filter(({ t, position }) => t.remaining[position] === 0);
     this.#pending = [];
     if (batch.length === 0) return;
+    const layouts = this.#o.graph.layouts;
+    for (const { t, position } of batch) {
+      // Being deleted: no reader may claim it any more, and one that asks finds it gone.
+      t.remaining[position] = -1;
+      const cell = layouts[t.task]!.trackingCellOf(position);
+      if (cell >= 0) t.store.provenance!.outputs[cell] = OUTPUTS_DELETED;
+    }
+    crashPoint("temp:due");
     const byManifest = new Map<TombstoneLog, { t: TempTask; position: number }[]>();
     for (const item of batch) {
       const list = byManifest.get(item.t.manifest) ?? [];
       list.push(item);
       byManifest.set(item.t.manifest, list);
     }
-    const layouts = this.#o.graph.layouts;
-    for (const [manifest, items] of byManifest) {
-      // The tombstone first: a crash before the files go leaves files reconcile deletes, never
-      // a committed record whose files are missing (which would rebuild the block).
-      manifest.append(items.map(({ t, position }) => ({
-        t: "tombstone" as const,
-        index: layouts[t.task]!.gridIndexOf(position),
-        content: this.#contentOf(t, position),
-      })));
-    }
+    // The tombstone first: a crash before the files go leaves files reconcile deletes, never a
+    // committed record whose files are missing (which would rebuild the block).
+    await Promise.all(
+      [...byManifest].map(([manifest, items]) =>
+        manifest.appendAsync(items.map(({ t, position }) => ({
+          t: "tombstone" as const,
+          index: layouts[t.task]!.gridIndexOf(position),
+          content: t.contents.get(position) ?? "",
+        })))
+      ),
+    );
     crashPoint("temp:tombstoned");
     for (const { t, position } of batch) {
       const files = t.files.get(position) ?? [];
@@ -264,18 +284,12 @@ export class Temporaries {
           fs.rmSync(finalLocation(plan, rel), { recursive: true, force: true });
         }
       }
-      const cell = layouts[t.task]!.trackingCellOf(position);
-      if (cell >= 0) t.store.provenance!.outputs[cell] = OUTPUTS_DELETED;
       this.#live(t, files, -1);
       t.deletedBlocks++;
       t.deletedBytes += bytesOf(files);
       t.files.delete(position);
     }
     crashPoint("temp:deleted");
-  }
-
-  #contentOf(t: TempTask, position: number): string {
-    return t.contents.get(position) ?? "";
   }
 
   #visitTask = -1;
@@ -423,7 +437,7 @@ export class Temporaries {
         if (m.remaining[p] === 0) this.#delete(m, p);
       }
     }
-    this.flush();
+    void this.flush();
   }
 }
 

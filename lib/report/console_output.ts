@@ -94,7 +94,7 @@ const NODE_TIMERS: ConsoleTimers = {
 
 /** What a progress line says: a task's line is printed again only when this changes. */
 function printedKey(view: TaskView): string {
-  return JSON.stringify([view.counters, view.queued ?? 0]);
+  return JSON.stringify([view.counters, view.queued ?? 0, view.temporary ?? null]);
 }
 
 export function createRunConsole(options: RunConsoleOptions): RunConsole {
@@ -242,6 +242,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
     if (mode === "bars" && views.length > 0 && multibar === null) {
       layout.idWidth = Math.max(...views.map((v) => [...v.id].length));
       layout.digits = Math.max(...views.map((v) => String(v.counters.total).length));
+      layout.temporary = views.some((v) => v.temporary !== undefined);
       multibar = new MultiBar({
         stream: stderr as unknown as NodeJS.WritableStream,
         format: formatBar,

@@ -14,6 +14,7 @@ import type { BlockFailure } from "../execute/run_types.ts";
 import type { CounterSnapshot } from "../schedule/counters.ts";
 import type { TemporaryStats } from "../outputs/temporaries.ts";
 import { statusSymbol } from "./summary.ts";
+import { formatBytes } from "./utilization.ts";
 
 const ETA_WINDOW_MS = 30_000;
 /** Stack lines printed for the first permanent failure of a task. */
@@ -185,6 +186,8 @@ export interface TaskView {
 export interface BarLayout {
   idWidth: number;
   digits: number;
+  /** Some task is temporary: every bar keeps room for the live and peak temporary bytes. */
+  temporary?: boolean;
 }
 
 interface Segment {
@@ -205,6 +208,7 @@ function countSegments(
   short: boolean,
   running: number = c.processing,
   queued = 0,
+  temporary?: Pick<TemporaryStats, "liveBytes" | "peakBytes">,
 ): Segment[] {
   const done = `${String(c.completed).padStart(digits)}/${String(c.total).padEnd(digits)}`;
   const failedTone: Tone | null = c.failed > 0 ? "red" : null;
@@ -225,6 +229,14 @@ function countSegments(
       { text: `${c.orphaned} orphaned`, tone: orphanTone },
       { text: `, ${c.skipped} skipped`, tone: null },
     ];
+  if (temporary !== undefined) {
+    const live = formatBytes(temporary.liveBytes);
+    const peak = formatBytes(temporary.peakBytes);
+    parts.push({
+      text: short ? ` tmp ${live}↑${peak}` : `, temporary ${live} live (peak ${peak})`,
+      tone: null,
+    });
+  }
   if (eta !== null) parts.push({ text: short ? ` ${eta}` : `, ${eta}`, tone: null });
   return parts;
 }
@@ -249,7 +261,9 @@ function worstCountsLength(layout: BarLayout, short: boolean): number {
     failedAttempts: 0,
     started: true,
   };
-  return segmentsLength(countSegments(c, layout.digits, "ETA 99h 59m", short));
+  const bytes = 1023.9 * 2 ** 30; // the widest figure formatBytes writes below a TiB
+  const temporary = layout.temporary === true ? { liveBytes: bytes, peakBytes: bytes } : undefined;
+  return segmentsLength(countSegments(c, layout.digits, "ETA 99h 59m", short, n, 0, temporary));
 }
 
 /**
@@ -258,7 +272,7 @@ function worstCountsLength(layout: BarLayout, short: boolean): number {
  * room from the bar.
  */
 export function formatBarLine(
-  view: Pick<TaskView, "id" | "counters" | "eta"> & {
+  view: Pick<TaskView, "id" | "counters" | "eta" | "temporary"> & {
     readonly running?: number;
     readonly queued?: number;
   },
@@ -300,7 +314,9 @@ export function formatBarLine(
       { text: "  ", tone: null },
     );
   }
-  segments.push(...countSegments(c, layout.digits, eta, short, running, queued));
+  segments.push(
+    ...countSegments(c, layout.digits, eta, short, running, queued, view.temporary),
+  );
   if (segmentsLength(segments) > width) {
     return [...segments.map((s) => s.text).join("")].slice(0, width).join("");
   }

@@ -1,0 +1,48 @@
+/**
+ * Making files durable off the run loop (lib/runtime/fs_sync.ts): `syncfs` through a sync thread
+ * (Bun) or a nonblocking FFI call (Deno), and fsync through the runtime's I/O threads. The
+ * output commit depends on both answering, and on a failure being reported, not swallowed.
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import process from "node:process";
+import { fsyncAsync, fsyncFileAsync, syncFilesystem } from "../lib/runtime/fs_sync.ts";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+
+const newDir = scratchDirs("fs-sync");
+
+describe("fs_sync", () => {
+  it("syncfs answers for every caller, also many at once", async () => {
+    const dir = newDir("syncfs");
+    fs.writeFileSync(path.join(dir, "a.bin"), new Uint8Array(4096));
+    const answers = await Promise.all(Array.from({ length: 20 }, () => syncFilesystem(dir)));
+    // On Linux with FFI (both runtimes under -A) it is syncfs; elsewhere the caller fsyncs.
+    const expected = process.platform === "linux";
+    assert.deepEqual(answers, Array(20).fill(expected));
+  });
+
+  it("syncfs of a path that does not exist is refused, not waited for", {
+    skip: process.platform !== "linux" && "syncfs is Linux-only",
+  }, async () => {
+    const missing = path.join(newDir("missing"), "nothing", "here");
+    await assert.rejects(syncFilesystem(missing), /ENOENT|No such file/);
+  });
+
+  it("fsync on the I/O threads: a file, an open descriptor, and a missing file's error", async () => {
+    const dir = newDir("fsync");
+    const file = path.join(dir, "b.bin");
+    fs.writeFileSync(file, "bytes");
+    await fsyncFileAsync(file);
+    await fsyncFileAsync(dir);
+    const fd = fs.openSync(file, "a");
+    try {
+      await fsyncAsync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    await assert.rejects(fsyncFileAsync(path.join(dir, "gone.bin")), /ENOENT/);
+  });
+});
