@@ -334,11 +334,14 @@ class Outputs(object):
                        "_".join(str(i) for i in block.index))
 
     def location(self, plan, block):
-        root = self.block_root(plan, block)
+        """As stagedLocation (lib/outputs/staging.ts): a Zarr output's block folder, or a path
+        output's file staged flat in a folder per output, named after the block."""
         if plan["kind"] == "zarr":
-            return root
+            return self.block_root(plan, block)
         relative = render_template(plan["relative"], placeholder_values(block))
-        return js_join(root, plan["name"], *relative.split("/"))
+        folder = js_join(plan["base"], STAGING_FOLDER, self.run_id, block.task_id, plan["name"])
+        key = "_".join(str(i) for i in block.index)
+        return folder + "/" + key + "-" + relative[relative.rfind("/") + 1:]
 
     def prepare(self, block):
         where = {}
@@ -392,7 +395,7 @@ class Outputs(object):
 
     def discard(self, block):
         for plan in self.plans:
-            remove_path(self.block_root(plan, block))
+            remove_path(self.location(plan, block))
 
 
 def hash_file(output, relative, path):
