@@ -21,7 +21,7 @@ export class Dispatcher {
   readonly #tasks: readonly TaskRuntime[];
   readonly #clock: RunClock;
   readonly #maxWindow: number;
-  readonly #accepting: (executor: Executor) => boolean;
+  readonly #allowance: (executor: Executor) => number;
 
   constructor(
     scheduler: Scheduler,
@@ -29,9 +29,9 @@ export class Dispatcher {
     tasks: readonly TaskRuntime[],
     clock: RunClock,
     maxWindow = MAX_WINDOW,
-    accepting: (executor: Executor) => boolean = () => true,
+    allowance: (executor: Executor) => number = () => Number.POSITIVE_INFINITY,
   ) {
-    this.#accepting = accepting;
+    this.#allowance = allowance;
     this.#scheduler = scheduler;
     this.#source = source;
     this.#tasks = tasks;
@@ -45,12 +45,15 @@ export class Dispatcher {
 
   /** Hand an executor blocks until its window is full. */
   fill(executor: Executor): void {
-    if (executor.state !== "ready" || !this.#accepting(executor)) return;
+    if (executor.state !== "ready") return;
+    const allowed = this.#allowance(executor);
+    if (allowed <= 0) return;
     const t = executor.task;
     const held = executor.inFlight.size;
     const free = executor.window - held;
-    // Batch: wait until half the window is free, unless the executor is idle.
-    if (free <= 0 || (held > 0 && free < executor.window / 2)) return;
+    // Batch: wait until half the window is free, unless the executor is idle (or may only get
+    // a few blocks now anyway).
+    if (free <= 0 || (held > 0 && free < executor.window / 2 && allowed >= free)) return;
     // While sibling executors are starting or idle, take only a fair share of what is ready, so
     // a window grown on fast blocks does not hoard slow ones.
     let limit = free;
@@ -66,6 +69,7 @@ export class Dispatcher {
       limit = Math.min(free, held === 0 ? Math.max(1, share) : share);
       if (limit <= 0) return;
     }
+    limit = Math.min(limit, allowed);
     if (this.#source.available(t) === 0) return;
     // The buffer is taken only once a block needs it: pre-checks may skip everything ready.
     let position = this.#source.next(t);

@@ -44,9 +44,8 @@ export interface ExecutorPoolOptions {
 }
 
 /**
- * Blocks waiting in a downstream task that hold its upstream tasks back (preferDownstream): its
- * upstream executors get no new blocks, and, when the budget is what keeps it from starting
- * workers, they drain to make room.
+ * Blocks waiting in a downstream task that make its upstream executors drain, when the budget is
+ * what keeps it from starting workers (preferDownstream).
  */
 const BACKLOG = 32;
 
@@ -73,23 +72,40 @@ export class ExecutorPool {
     return [...this.#stats.values()];
   }
 
-  /** Start executors round-robin over tasks in display order, one per task per pass. */
   /**
-   * Whether the dispatcher may hand this executor more blocks: not while it drains, and (when
-   * downstream tasks are preferred) not while a task downstream of its task has a backlog of
-   * blocks waiting: its workers then get the cores, and the data in between is read and freed.
+   * How many more blocks the dispatcher may hand this executor now: none while it drains, and
+   * (when downstream tasks are preferred) a temporary task's executor only what its readers lack:
+   * it makes temporary data only as fast as they consume it, so the live temporary data follows
+   * the readers' frontier. What its own blocks in flight or committing will release counts as
+   * supply already on its way. Other tasks run freely (their outputs stay).
    */
-  accepting(executor: Executor): boolean {
-    if (this.#draining.has(executor)) return false;
-    return this.#o.preferDownstream !== true || !this.#backlogDownstream(executor.task);
-  }
-
-  /** A task directly downstream of `t` has at least BACKLOG blocks waiting for its workers. */
-  #backlogDownstream(t: number): boolean {
-    for (const d of this.#o.graph.dag.downstream[t]!) {
-      if (this.#o.source.available(d) >= BACKLOG && this.#o.scheduler.isRunning(d)) return true;
+  allowance(executor: Executor): number {
+    if (this.#draining.has(executor)) return 0;
+    const t = executor.task;
+    if (this.#o.preferDownstream !== true || !this.#o.tasks[t]!.config.temporary) {
+      return Number.POSITIVE_INFINITY;
     }
-    return false;
+    let lack = 0;
+    let readers = 0;
+    for (const d of this.#o.graph.dag.downstream[t]!) {
+      if (!this.#o.scheduler.isRunning(d)) continue;
+      readers++;
+      const task = this.#o.tasks[d]!;
+      // What its workers will ask for next: a window each (at least two blocks per worker).
+      let wanted = 2 * task.config.maxWorkers;
+      let queued = this.#o.source.available(d);
+      for (const e of task.executors) {
+        queued += Math.max(0, e.inFlight.size - 1);
+        wanted = Math.max(wanted, 0) + e.window;
+      }
+      lack = Math.max(lack, wanted - queued);
+    }
+    if (readers === 0) return Number.POSITIVE_INFINITY;
+    if (lack <= 0) return 0;
+    // Enough for its workers' windows, counting the blocks still committing as in the pipe.
+    let windows = 0;
+    for (const e of this.#o.tasks[t]!.executors) windows += e.window;
+    return Math.max(0, windows - this.#o.scheduler.snapshot(t).processing);
   }
 
   spawnWanted(): void {

@@ -163,7 +163,7 @@ export class ParallelRun implements ExecutorEvents {
       this.tasks,
       this.#clock,
       maxWindow,
-      (executor) => this.#pool.accepting(executor),
+      (executor) => this.#pool.allowance(executor),
     );
     this.#pool = new ExecutorPool({
       preferDownstream: options.preferDownstream === true,

@@ -35,6 +35,9 @@ export interface RunOutputsOptions {
   readonly onNotice: (message: string) => void;
 }
 
+/** How long deletions that fell due wait for more to share their tombstones' fsync. */
+const DELETION_BATCH_MS = 20;
+
 export class RunOutputs implements CompletionSink {
   readonly plans: readonly (readonly OutputPlan[])[];
   readonly provenance: ProvenanceModel;
@@ -309,7 +312,8 @@ export class RunOutputs implements CompletionSink {
     temporaries.readerDone(task, position);
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
-    // Deletions of one burst of completions share one tombstone write and fsync.
+    // Deletions of the completions of a few milliseconds share one tombstone write and fsync
+    // (one per completion would cost more than the deletions themselves).
     setTimeout(() => {
       this.#flushScheduled = false;
       temporaries.flush().catch((error: unknown) =>
@@ -319,7 +323,7 @@ export class RunOutputs implements CompletionSink {
           }; they stay, and the next run deletes them`,
         )
       );
-    }, 0);
+    }, DELETION_BATCH_MS);
   }
 
   failed(report: BlockReport, permanent: boolean): void {

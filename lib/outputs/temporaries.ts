@@ -28,6 +28,7 @@ import type { ManifestFile, ManifestWriter } from "./manifest.ts";
 import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { finalLocation } from "./staging.ts";
+import { bytesOf, removeOutput } from "./temporary_files.ts";
 
 /** What the progress line and the summary show of a temporary task. */
 export interface TemporaryStats {
@@ -276,14 +277,17 @@ export class Temporaries {
       ),
     );
     crashPoint("temp:tombstoned");
+    // Removed off the run loop (the I/O threads), a file at a time; a folder output goes whole.
+    const removals: Promise<void>[] = [];
+    for (const { t, position } of batch) {
+      for (const [output, rel] of t.files.get(position) ?? []) {
+        const plan = t.plans.find((p) => p.name === output);
+        if (plan !== undefined) removals.push(removeOutput(finalLocation(plan, rel)));
+      }
+    }
+    await Promise.all(removals);
     for (const { t, position } of batch) {
       const files = t.files.get(position) ?? [];
-      for (const [output, rel] of files) {
-        const plan = t.plans.find((p) => p.name === output);
-        if (plan !== undefined) {
-          fs.rmSync(finalLocation(plan, rel), { recursive: true, force: true });
-        }
-      }
       this.#live(t, files, -1);
       t.deletedBlocks++;
       t.deletedBytes += bytesOf(files);
@@ -439,10 +443,4 @@ export class Temporaries {
     }
     void this.flush();
   }
-}
-
-function bytesOf(files: readonly ManifestFile[]): number {
-  let n = 0;
-  for (const f of files) n += f[2];
-  return n;
 }
