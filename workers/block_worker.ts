@@ -80,6 +80,7 @@ const spareRecordBuffers: ArrayBuffer[] = [];
 /** Block buffers already read, to hand back with the next results. */
 let usedBlockBuffers: ArrayBuffer[] = [];
 let firstUnflushedAt = 0;
+let lastFlushAt = 0;
 let cpuAtLastFlush = threadCpuSeconds();
 
 function errorFields(error: unknown): { message: string; stack?: string } {
@@ -172,6 +173,7 @@ function enqueue(blocks: Float64Array, count: number): void {
 function flush(): void {
   meter?.settle(records);
   if (recordCount === 0) return;
+  lastFlushAt = performance.now();
   const cpu = threadCpuSeconds();
   const cpuSeconds = cpu - cpuAtLastFlush;
   cpuAtLastFlush = cpu;
@@ -216,6 +218,10 @@ async function drain(): Promise<void> {
     const attempt = queue[(queueHead + 1) % queue.length]!;
     queueHead = (queueHead + 2) % queue.length;
     queueSize--;
+    // Report what finished before a block starts, unless blocks are fast (then every 5 ms):
+    // a worker on a byte stream names its running block only once all before it are reported,
+    // so a slow block never runs unnamed (no timeout, no blame) behind a finished one.
+    if (recordCount > 0 && performance.now() - lastFlushAt >= FLUSH_AFTER_MS) flush();
     const block = makeBlock(taskId, layout!, position, attempt);
     const t0 = performance.now();
     s[StatusSlot.Position] = position;

@@ -137,6 +137,11 @@ export class WorkerExecutor implements Executor {
     return s[StatusSlot.Running] === 1 ? s[StatusSlot.Started]! : -1;
   }
 
+  /** Blocks the worker finished so far (reported or not). */
+  finishedCount(): number {
+    return this.#status[StatusSlot.Finished]!;
+  }
+
   checkHealth(now: number): void {
     if (this.#state === "dead") return;
     const overdue = this.#watch.observe(now, this.runningToken());

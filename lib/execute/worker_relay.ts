@@ -276,10 +276,13 @@ class Relay implements ExecutorEvents {
       this.#token = token;
       this.#tokenSince = now;
     }
+    // A block is named only once every block that ran before it was reported: the scheduler
+    // blames the named block if the worker dies, and must never blame one that succeeded.
+    const named = token >= 0 && executor!.finishedCount() === this.#blocksDone;
     this.#write({
       kind: "heartbeat",
-      running: token < 0 ? -1 : executor!.runningPosition(),
-      runningFor: token < 0 ? 0 : (now - this.#tokenSince) / 1000,
+      running: named ? executor!.runningPosition() : -1,
+      runningFor: named ? (now - this.#tokenSince) / 1000 : 0,
     });
   }
 
