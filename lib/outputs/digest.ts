@@ -67,8 +67,12 @@ function fmix(h: number): number {
 
 /** The first 8 bytes of a hex SHA-256, as the two little-endian words of a uint64. */
 export function hexPrefixWords(hex: string, out: Uint32Array, at: number): void {
-  const bytes = (i: number) => parseInt(hex.slice(2 * i, 2 * i + 2), 16);
-  out[at] = (bytes(0) | (bytes(1) << 8) | (bytes(2) << 16) | (bytes(3) << 24)) >>> 0;
-  out[at + 1] = (bytes(4) | (bytes(5) << 8) | (bytes(6) << 16) | (bytes(7) << 24)) >>> 0;
+  out[at] = swapBytes(parseInt(hex.slice(0, 8), 16));
+  out[at + 1] = swapBytes(parseInt(hex.slice(8, 16), 16));
   if (out[at] === 0 && out[at + 1] === 0) out[at] = 1;
+}
+
+/** A 32-bit word read big-endian (as hex digits are), as the little-endian word of its bytes. */
+function swapBytes(x: number): number {
+  return (((x & 0xff) << 24) | ((x & 0xff00) << 8) | ((x >>> 8) & 0xff00) | (x >>> 24)) >>> 0;
 }

@@ -232,6 +232,9 @@ class Handshake {
       }));
       return;
     }
+    if (m.kind === "error") {
+      return this.#finish(null, `the worker refused this scheduler: ${m.message}`);
+    }
     if (m.kind !== "auth") return this.#finish(null, `it sent "${m.kind}" instead of "auth"`, true);
     const hello = this.#hello;
     const expected = workerProof(this.#secret, this.#nonce, hello.nonce!, hello.slot!);
