@@ -19,7 +19,6 @@
  * next run completes instead of moving the staleness one block further each run.
  */
 
-import * as fs from "node:fs";
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { OUTPUTS_DELETED, OUTPUTS_PRESENT, type TrackingStore } from "../tracking/store.ts";
