@@ -29,6 +29,7 @@ import { runtimeName } from "../lib/runtime/mod.ts";
 import { forEachBlockRun } from "../lib/tracking/block_runs.ts";
 import { inspectStore } from "../lib/tracking/inspect.ts";
 import { TrackingStore } from "../lib/tracking/store.ts";
+import { statusKb } from "./proc_status.ts";
 
 const RESUME_BUDGET_S = 10;
 const RESUME_BUDGET_MB = 500;
@@ -66,16 +67,6 @@ function pipelineFile(name: string, total: readonly number[]): string {
 `,
   );
   return file;
-}
-
-function statusKb(pid: number, field: string): number {
-  try {
-    const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
-    return m === null ? 0 : Number(m[1]);
-  } catch {
-    return 0;
-  }
 }
 
 interface Measured {

@@ -18,6 +18,7 @@ import * as path from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { runtimeName } from "../lib/runtime/mod.ts";
+import { statusKb } from "./proc_status.ts";
 
 const BUDGET_MB = 150;
 const argBlocks = process.argv.indexOf("--blocks");
@@ -42,16 +43,6 @@ fs.writeFileSync(
 }] };
 `,
 );
-
-function statusKb(pid: number, field: string): number {
-  try {
-    const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-    const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
-    return m === null ? 0 : Number(m[1]);
-  } catch {
-    return 0;
-  }
-}
 
 async function measure(
   args: readonly string[],

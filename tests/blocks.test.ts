@@ -17,6 +17,7 @@ import {
   TaskLayout,
 } from "../lib/blocks/mod.ts";
 import { makeRoi, type Roi, roiToString } from "../lib/geometry/mod.ts";
+import { Rng } from "./fixtures/rng.ts";
 
 type Box = readonly [readonly number[], readonly number[]];
 
@@ -64,16 +65,10 @@ function sortedIds(l: TaskLayout): BlockId[] {
   return [...l.allPositions()].map((p) => l.blockIdOf(p)).sort(compareBlockIds);
 }
 
-/** mulberry32: a small seeded PRNG; `rand(n)` is an integer in `[0, n)`. */
+/** A seeded PRNG; `rand(n)` is an integer in `[0, n)`. */
 function prng(seed: number): (n: number) => number {
-  let a = seed >>> 0;
-  return (n: number) => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
+  const rng = new Rng(seed);
+  return (n: number) => rng.int(n);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,39 +12,7 @@ import { type BlockId, type Fit, FITS, TaskLayout } from "../lib/blocks/mod.ts";
 import { makeRoi, type Roi } from "../lib/geometry/mod.ts";
 import { type BlockRef, buildDag, DependencyGraph } from "../lib/graph/mod.ts";
 import { type FailureOutcome, Scheduler } from "../lib/schedule/mod.ts";
-
-// --- seeded PRNG ------------------------------------------------------------------------------
-
-/** mulberry32: 32-bit state, good enough statistics for test generation. */
-class Rng {
-  private state: number;
-
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  /** Uniform in [0, 1). */
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-
-  /** Integer in [0, n). */
-  int(n: number): number {
-    return Math.floor(this.next() * n);
-  }
-
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-
-  pick<T>(items: readonly T[]): T {
-    return items[this.int(items.length)]!;
-  }
-}
+import { Rng } from "./fixtures/rng.ts";
 
 // --- random configurations --------------------------------------------------------------------
 

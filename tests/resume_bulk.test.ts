@@ -22,26 +22,7 @@ import { validatePipeline } from "../lib/pipeline/mod.ts";
 import type { CounterSnapshot } from "../lib/schedule/mod.ts";
 import { scanDoneMarkers } from "../lib/tracking/done_scan.ts";
 import { RunRig } from "./fixtures/run_rig.ts";
-
-class Rng {
-  #state: number;
-  constructor(seed: number) {
-    this.#state = seed >>> 0;
-  }
-  next(): number {
-    this.#state = (this.#state + 0x6d2b79f5) >>> 0;
-    let t = this.#state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-  int(n: number): number {
-    return Math.floor(this.next() * n);
-  }
-  chance(p: number): boolean {
-    return this.next() < p;
-  }
-}
+import { Rng } from "./fixtures/rng.ts";
 
 interface Scenario {
   readonly tasks: TaskDefinition[];
