@@ -28,7 +28,8 @@ import { type LayoutSpec, TaskLayout } from "../lib/blocks/mod.ts";
 import { makeBlock } from "../lib/execute/block.ts";
 import { BlockOutputs } from "../lib/outputs/block_outputs.ts";
 import type { OutputPlan, ZarrOutputPlan } from "../lib/outputs/output_plan.ts";
-import { ownedChunkKeys } from "../lib/outputs/staging.ts";
+import { ownedChunkKeys, stagingLane } from "../lib/outputs/staging.ts";
+import { Rng } from "./fixtures/rng.ts";
 import type { FromWorker, ResultsMessage } from "../lib/execute/protocol/messages.ts";
 
 const newDir = scratchDirs("pyclient");
@@ -541,6 +542,23 @@ print(json.dumps(out))`,
       assert.ok(big > 0, "some IDs needed big integers");
     },
   );
+
+  it("puts each block in the same staging lane as stagingLane, big indices too", SKIP, () => {
+    const rng = new Rng(11);
+    const indices: number[][] = [[0], [1], [15], [2 ** 31 - 1], [2 ** 40 + 3], [7, 0, 2 ** 33]];
+    for (let i = 0; i < 400; i++) {
+      const dims = 1 + rng.int(4);
+      indices.push(Array.from({ length: dims }, () => rng.int(i % 2 === 0 ? 64 : 2 ** 40)));
+    }
+    const got = python(
+      `import json, blockwise_worker as w
+print(json.dumps([w.staging_lane(index) for index in json.load(sys.stdin)]))`,
+      indices,
+    ) as string[];
+    const expected = indices.map(stagingLane);
+    assert.deepEqual(got, expected);
+    assert.equal(new Set(expected).size, 16, "every lane is used");
+  });
 
   it(
     "stages and hashes outputs exactly as BlockOutputs: same locations, files, content hash",

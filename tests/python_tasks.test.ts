@@ -97,8 +97,10 @@ interface Entry {
 function entries(dir: string, kind?: string): Entry[] {
   const file = path.join(dir, "log.jsonl");
   if (!fs.existsSync(file)) return [];
-  return fs.readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Entry)
-    .filter((e) => kind === undefined || e.kind === kind);
+  // A worker may be writing a line while the test polls: only whole lines count.
+  const text = fs.readFileSync(file, "utf8");
+  return text.slice(0, text.lastIndexOf("\n") + 1).split("\n").filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as Entry).filter((e) => kind === undefined || e.kind === kind);
 }
 
 interface Run {

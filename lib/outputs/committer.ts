@@ -1,24 +1,28 @@
 /**
- * Group commit of block outputs. A block's staged files were hashed by its worker; here, for a
- * batch of blocks at once:
- *   1. the staged data is made durable (one `syncfs` per filesystem, else fsync per file),
- *   2. an intent record per block (its files and hashes) is appended to its task's manifest
- *      and fsynced,
- *   3. every staged file (or folder) is renamed into place, and the renames made durable,
- *   4. a commit record per block is appended and fsynced,
- * and only then are the blocks' promises resolved, so the ledger marks them done and their
- * downstream blocks are released. A crash at any step leaves what `reconcile` repairs: staged
- * leftovers (swept), an intent whose files are all in place with matching hashes (adopted), or
- * one that is not (rolled back and rebuilt). Batching makes the fsyncs cost per batch, not per
- * block; a block is never reported done before its records are durable.
+ * Group commit of block outputs. A block's staged files were hashed by its worker; here, for
+ * batches of blocks at once, each batch goes through four steps separated by three barriers
+ * (a barrier makes everything written before it durable: one `syncfs` per filesystem, else an
+ * fsync of each file, folder and manifest concerned):
+ *   1. an intent record per block (its files and hashes) is written to its task's manifest;
+ *      barrier: the intents and the staged data are durable;
+ *   2. every staged file (or folder) is renamed into place; barrier: the renames are durable;
+ *   3. a commit record per block is written; barrier: the records are durable;
+ *   4. the blocks' promises resolve, so the ledger marks them done and their downstream blocks
+ *      are released.
+ * The steps are pipelined: one barrier serves three batches at once (the intents of the
+ * newest, the renames of the one before, the commit records of the one before that), so a
+ * barrier costs per batch, not per step, and a block is never reported done before its records
+ * are durable. A crash at any step leaves what `reconcile` repairs: staged leftovers (swept), an
+ * intent whose files are all in place with matching hashes (adopted), or one that is not
+ * (rolled back and rebuilt).
  */
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fsyncFileAsync, syncFilesystem } from "../runtime/fs_sync.ts";
+import { fsyncFileAsync, renameAll, syncFilesystem } from "../runtime/fs_sync.ts";
 import type { Block } from "../pipeline/spec.ts";
 import type { BlockCommit } from "./block_outputs.ts";
-import { crashPoint } from "./crash_points.ts";
+import { crashAfterOf, crashPoint } from "./crash_points.ts";
 import type { ManifestRecord, ManifestWriter } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { STAGING_FOLDER } from "./output_plan.ts";
@@ -56,15 +60,30 @@ interface Pending {
   reject(error: Error): void;
 }
 
-/** A batch this big is flushed at once; a smaller one waits up to LINGER_MS for company. */
+/** A batch this big is taken at once; a smaller first one waits up to LINGER_MS for company. */
 const GROUP = 256;
 const LINGER_MS = 5;
+
+/** Renames that finished: the blocks whose every file moved, and the folders moved into. */
+interface Renamed {
+  readonly blocks: Pending[];
+  readonly folders: readonly string[];
+}
 
 export class OutputCommitter {
   readonly #runId: string;
   #queue: Pending[] = [];
   #flushing: Promise<void> | null = null;
   readonly #madeFolders = new Set<string>();
+  /** Blocks whose intents are durable, waiting for their renames. */
+  #intended: Pending[] = [];
+  /** The renames in progress (at most one batch at a time), and their outcome once known. */
+  #renaming: Promise<void> | null = null;
+  #renamed: Renamed | null = null;
+  /** Blocks whose commit records were written, waiting for the barrier that makes them durable. */
+  #recorded: Pending[] = [];
+  /** Manifests written since the last barrier. */
+  readonly #written = new Set<ManifestWriter>();
 
   constructor(runId: string) {
     this.#runId = runId;
@@ -83,22 +102,237 @@ export class OutputCommitter {
     while (this.#flushing !== null) await this.#flushing;
   }
 
+  get #busy(): boolean {
+    return this.#queue.length + this.#intended.length + this.#recorded.length > 0 ||
+      this.#renaming !== null || this.#renamed !== null;
+  }
+
   async #flushLoop(): Promise<void> {
     try {
-      while (this.#queue.length > 0) {
-        // Let the results of other messages (and of other workers) join this batch; while a
-        // batch waits for the disk, the next one grows (no cap: the backlog is the batch).
-        const started = performance.now();
-        do {
-          await new Promise((r) => setTimeout(r, 1));
-        } while (this.#queue.length < GROUP && performance.now() - started < LINGER_MS);
-        const batch = this.#queue;
-        this.#queue = [];
-        await this.#flush(batch);
+      // Let the results of other messages (and of other workers) join the first batch; later
+      // ones grow while a barrier waits for the disk (no cap: the backlog is the batch).
+      const started = performance.now();
+      do {
+        await new Promise((r) => setTimeout(r, 1));
+      } while (this.#queue.length < GROUP && performance.now() - started < LINGER_MS);
+      while (this.#busy) {
+        try {
+          await this.#step();
+        } catch (error) {
+          await this.#failEverything(error as Error);
+        }
+        // Results that arrived meanwhile join the next batch.
+        await new Promise((r) => setTimeout(r, 0));
       }
     } finally {
       this.#flushing = null;
     }
+  }
+
+  /**
+   * A barrier failed (the disk refused an fsync): nothing in flight is known durable, so every
+   * block in flight fails its attempt (and is retried); the next start reconciles what reached
+   * the disk.
+   */
+  async #failEverything(error: Error): Promise<void> {
+    await this.#renaming;
+    const all = [
+      ...this.#recorded,
+      ...(this.#renamed?.blocks ?? []),
+      ...this.#intended,
+      ...this.#queue,
+    ];
+    this.#recorded = [];
+    this.#renamed = null;
+    this.#intended = [];
+    this.#queue = [];
+    const failure = new Error(`commit failed: ${error.message}`);
+    for (const p of all) p.reject(failure);
+  }
+
+  /**
+   * One turn of the pipeline: the new batch's intents are written; renames that finished
+   * before the barrier starts are covered by it; after the barrier, the blocks recorded before
+   * it are done, the covered renames get their commit records, and every block with a durable
+   * intent is renamed (while the next barrier runs: renames and barriers overlap).
+   */
+  async #step(): Promise<void> {
+    const fresh = this.#queue;
+    this.#queue = [];
+    if (fresh.length > 0) {
+      crashPoint("commit:staged");
+      const at = new Date().toISOString();
+      this.#write(fresh, (p) => ({
+        t: "intent",
+        index: p.request.block.index,
+        block: String(p.request.block.id),
+        files: p.request.commit.files.map((f) => [f.output, f.path, f.size, f.sha256] as const),
+        content: p.request.commit.content,
+        provenance: p.request.provenance,
+        recipe: p.request.recipe,
+        seconds: p.request.seconds,
+        at,
+      }));
+      crashPoint("commit:intent");
+    }
+    const covered = this.#renamed;
+    this.#renamed = null;
+    if (fresh.length === 0 && covered === null && this.#recorded.length === 0) {
+      // Nothing for a barrier to make durable: start or wait for renames.
+      if (this.#renaming === null) this.#startRenames();
+      else await this.#renaming;
+      return;
+    }
+    await this.#barrier(fresh, covered);
+    const recorded = this.#recorded;
+    this.#recorded = [];
+    for (const p of recorded) {
+      // A path output's staged file was renamed away; a Zarr output leaves the array copy.
+      for (const plan of p.request.plans) {
+        if (plan.kind === "zarr") {
+          removeQuietly(blockStagingRoot(plan, this.#runId, p.request.block));
+        }
+      }
+      p.resolve();
+    }
+    if (covered !== null && covered.blocks.length > 0) {
+      crashPoint("commit:renamed");
+      this.#write(covered.blocks, (p) => ({ t: "commit", index: p.request.block.index }));
+      crashPoint("commit:recorded");
+      this.#recorded = covered.blocks;
+    }
+    this.#intended.push(...fresh);
+    if (this.#renaming === null) this.#startRenames();
+  }
+
+  /** Rename every block whose intent is durable, in the background. */
+  #startRenames(): void {
+    if (this.#intended.length === 0) return;
+    const batch = this.#intended;
+    this.#intended = [];
+    this.#renaming = this.#renameInto(batch).catch((error: Error) => {
+      for (const p of batch) p.reject(new Error(`commit failed: ${error.message}`));
+      return { blocks: [], folders: [] };
+    }).then((renamed) => {
+      // Renames that no barrier covered yet may be waiting still: they wait together.
+      const waiting = this.#renamed;
+      this.#renamed = waiting === null ? renamed : {
+        blocks: [...waiting.blocks, ...renamed.blocks],
+        folders: [...waiting.folders, ...renamed.folders],
+      };
+      this.#renaming = null;
+    });
+  }
+
+  /**
+   * Make durable what was written since the last barrier: the manifests, the new batch's
+   * staged data (`fresh`), the renames that finished (`covered`).
+   */
+  async #barrier(fresh: readonly Pending[], covered: Renamed | null): Promise<void> {
+    const manifests = [...this.#written];
+    this.#written.clear();
+    const paths = new Set<string>();
+    for (const p of [...fresh, ...(covered?.blocks ?? [])]) {
+      for (const plan of p.request.plans) paths.add(plan.base);
+    }
+    for (const m of manifests) paths.add(m.path);
+    let synced = paths.size > 0;
+    for (const where of await distinctFilesystems(paths)) {
+      if (!(await syncFilesystem(where))) synced = false;
+    }
+    if (synced) return;
+    await Promise.all([
+      ...fresh.flatMap((p) => p.units.map((u) => fsyncTree(u.from, u.folder))),
+      ...(covered?.folders ?? []).map((dir) => fsyncFileAsync(dir)),
+      ...manifests.map((m) => m.sync()),
+    ]);
+  }
+
+  /** Rename the batch's files into place; a block whose rename fails is dropped and fails. */
+  async #renameInto(batch: readonly Pending[]): Promise<Renamed> {
+    const failed = new Map<Pending, Error>();
+    const folders = new Set<string>();
+    const from: string[] = [];
+    const to: string[] = [];
+    const owner: Pending[] = [];
+    for (const p of batch) {
+      for (const u of p.units) {
+        try {
+          folders.add(this.#parentOf(u.to));
+          if (u.folder && fs.existsSync(u.to)) {
+            this.#replaceFolder(u, p.request);
+            crashPoint("commit:rename");
+            continue;
+          }
+        } catch (error) {
+          failed.set(p, error as Error);
+          continue;
+        }
+        from.push(u.from);
+        to.push(u.to);
+        owner.push(p);
+      }
+    }
+    const errors = await renameAll(from, to, crashAfterOf("commit:rename", from.length));
+    errors.forEach((error, i) => {
+      if (error !== null && !failed.has(owner[i]!)) failed.set(owner[i]!, error);
+    });
+    const done: Pending[] = [];
+    for (const p of batch) {
+      const error = failed.get(p);
+      if (error === undefined) {
+        done.push(p);
+        continue;
+      }
+      p.request.manifest.append([{
+        t: "drop",
+        index: p.request.block.index,
+        why: `commit failed: ${error.message}`,
+      }]);
+      p.reject(error);
+    }
+    return { blocks: done, folders: [...folders] };
+  }
+
+  #write(batch: readonly Pending[], record: (p: Pending) => ManifestRecord): void {
+    const byManifest = new Map<ManifestWriter, ManifestRecord[]>();
+    for (const p of batch) {
+      const list = byManifest.get(p.request.manifest);
+      if (list === undefined) byManifest.set(p.request.manifest, [record(p)]);
+      else list.push(record(p));
+    }
+    for (const [manifest, records] of byManifest) {
+      manifest.write(records);
+      this.#written.add(manifest);
+    }
+  }
+
+  /** The folder `target` goes into, made if this run has not made it yet. */
+  #parentOf(target: string): string {
+    const cut = target.lastIndexOf(path.sep);
+    const parent = cut > 0 ? target.slice(0, cut) : path.dirname(target);
+    if (!this.#madeFolders.has(parent)) {
+      fs.mkdirSync(parent, { recursive: true });
+      this.#madeFolders.add(parent);
+    }
+    return parent;
+  }
+
+  /**
+   * A folder cannot replace a non-empty folder: move the old one into this run's staging
+   * (swept at the next start if we die before removing it).
+   */
+  #replaceFolder(unit: Unit, request: CommitRequest): void {
+    const old = path.join(
+      runStagingRoot(request.plans[0]!, this.#runId, request.block.taskId),
+      ".replaced",
+      `${request.block.index.join("_")}-${path.basename(unit.to)}`,
+    );
+    fs.mkdirSync(path.dirname(old), { recursive: true });
+    fs.rmSync(old, { recursive: true, force: true });
+    fs.renameSync(unit.to, old);
+    fs.renameSync(unit.from, unit.to);
+    fs.rmSync(old, { recursive: true, force: true });
   }
 
   #units(request: CommitRequest): Unit[] {
@@ -129,112 +363,25 @@ export class OutputCommitter {
     }
     return units;
   }
-
-  async #flush(batch: Pending[]): Promise<void> {
-    // Every wait for the disk below is off this thread: results keep coming in meanwhile and
-    // make the next batch (group commit sized by the disk's latency).
-    // 1. The staged data on disk.
-    const filesystems = new Set(batch.flatMap((p) => p.request.plans.map((plan) => plan.base)));
-    for (const base of filesystems) {
-      if (!(await syncFilesystem(base))) {
-        await Promise.all(batch.flatMap((p) => p.units.map((u) => fsyncTree(u.from, u.folder))));
-      }
-    }
-    crashPoint("commit:staged");
-    // 2. Intents, one write and one fsync per manifest.
-    const at = new Date().toISOString();
-    await appendGrouped(batch, (p) => ({
-      t: "intent",
-      index: p.request.block.index,
-      block: String(p.request.block.id),
-      files: p.request.commit.files.map((f) => [f.output, f.path, f.size, f.sha256] as const),
-      content: p.request.commit.content,
-      provenance: p.request.provenance,
-      recipe: p.request.recipe,
-      seconds: p.request.seconds,
-      at,
-    }));
-    crashPoint("commit:intent");
-    // 3. Renames, on the runtime's I/O threads; a block whose rename fails is dropped from the
-    // batch and fails.
-    const folders = new Set<string>();
-    const renamed = await Promise.all(batch.map(async (p) => {
-      try {
-        for (const u of p.units) {
-          await this.#rename(u, p.request);
-          folders.add(path.dirname(u.to));
-          crashPoint("commit:rename");
-        }
-        return true;
-      } catch (error) {
-        p.request.manifest.append([{
-          t: "drop",
-          index: p.request.block.index,
-          why: `commit failed: ${(error as Error).message}`,
-        }]);
-        p.reject(error as Error);
-        return false;
-      }
-    }));
-    const done = batch.filter((_, i) => renamed[i]);
-    for (const base of filesystems) {
-      if (!(await syncFilesystem(base))) {
-        await Promise.all([...folders].map((dir) => fsyncFileAsync(dir)));
-      }
-    }
-    crashPoint("commit:renamed");
-    // 4. Commit records.
-    await appendGrouped(done, (p) => ({ t: "commit", index: p.request.block.index }));
-    crashPoint("commit:recorded");
-    for (const p of done) {
-      // A path output's staged file was renamed away; a Zarr output leaves the array copy.
-      for (const plan of p.request.plans) {
-        if (plan.kind === "zarr") {
-          removeQuietly(blockStagingRoot(plan, this.#runId, p.request.block));
-        }
-      }
-      p.resolve();
-    }
-  }
-
-  async #rename(unit: Unit, request: CommitRequest): Promise<void> {
-    const parent = path.dirname(unit.to);
-    if (!this.#madeFolders.has(parent)) {
-      fs.mkdirSync(parent, { recursive: true });
-      this.#madeFolders.add(parent);
-    }
-    if (unit.folder && fs.existsSync(unit.to)) {
-      // A folder cannot replace a non-empty folder: move the old one into this run's staging
-      // (swept at the next start if we die before removing it).
-      const old = path.join(
-        runStagingRoot(request.plans[0]!, this.#runId, request.block.taskId),
-        ".replaced",
-        `${request.block.index.join("_")}-${path.basename(unit.to)}`,
-      );
-      fs.mkdirSync(path.dirname(old), { recursive: true });
-      fs.rmSync(old, { recursive: true, force: true });
-      fs.renameSync(unit.to, old);
-      fs.renameSync(unit.from, unit.to);
-      fs.rmSync(old, { recursive: true, force: true });
-      return;
-    }
-    await new Promise<void>((resolve, reject) =>
-      fs.rename(unit.from, unit.to, (error) => (error === null ? resolve() : reject(error)))
-    );
-  }
 }
 
-async function appendGrouped(
-  batch: readonly Pending[],
-  record: (p: Pending) => ManifestRecord,
-): Promise<void> {
-  const byManifest = new Map<ManifestWriter, ManifestRecord[]>();
-  for (const p of batch) {
-    const list = byManifest.get(p.request.manifest) ?? [];
-    list.push(record(p));
-    byManifest.set(p.request.manifest, list);
+/** One path per filesystem among `paths` (by device number; a missing path stands alone). */
+async function distinctFilesystems(paths: Iterable<string>): Promise<string[]> {
+  const byDevice = new Map<number | string, string>();
+  for (const where of paths) {
+    const device = deviceCache.get(where) ?? await deviceOf(where);
+    deviceCache.set(where, device);
+    if (!byDevice.has(device)) byDevice.set(device, where);
   }
-  await Promise.all([...byManifest].map(([manifest, records]) => manifest.appendAsync(records)));
+  return [...byDevice.values()];
+}
+
+const deviceCache = new Map<string, number | string>();
+
+function deviceOf(where: string): Promise<number | string> {
+  return new Promise((resolve) =>
+    fs.stat(where, (error, stats) => resolve(error === null ? stats.dev : where))
+  );
 }
 
 async function fsyncTree(target: string, folder: boolean): Promise<void> {

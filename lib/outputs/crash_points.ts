@@ -32,3 +32,14 @@ export function crashPoint(point: CrashPoint): void {
   if (wanted === null || wanted.point !== point) return;
   if (++seen === wanted.n) process.kill(process.pid, "SIGKILL");
 }
+
+/**
+ * `count` arrivals at `point` that happen elsewhere (a helper thread's renames): counts them, and
+ * returns after how many of them the process must kill itself (1..count), or -1.
+ */
+export function crashAfterOf(point: CrashPoint, count: number): number {
+  if (wanted === null || wanted.point !== point) return -1;
+  const before = seen;
+  seen += count;
+  return wanted.n > before && wanted.n <= seen ? wanted.n - before : -1;
+}

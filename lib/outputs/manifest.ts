@@ -73,6 +73,20 @@ export function indexKey(index: readonly number[]): string {
 
 const COMMIT_PREFIX = '{"t":"commit","index":[';
 
+/**
+ * One record as a JSON line. The two a commit writes per block (an intent and a commit) are
+ * built by hand: they are most of every manifest, and the same text as JSON.stringify gives.
+ */
+export function serializeRecord(r: ManifestRecord): string {
+  if (r.t === "commit" && r.adopted === undefined) return `${COMMIT_PREFIX}${r.index.join(",")}]}`;
+  if (r.t !== "intent" || !Number.isFinite(r.seconds)) return JSON.stringify(r);
+  return `{"t":"intent","index":[${r.index.join(",")}],"block":${JSON.stringify(r.block)},"files":${
+    JSON.stringify(r.files)
+  },"content":${JSON.stringify(r.content)},"provenance":${
+    JSON.stringify(r.provenance)
+  },"recipe":${r.recipe},"seconds":${r.seconds},"at":${JSON.stringify(r.at)}}`;
+}
+
 /** A plain commit record (half of every manifest) without the JSON parser, or null. */
 function parseCommit(line: string): ManifestRecord | null {
   if (!line.startsWith(COMMIT_PREFIX) || !line.endsWith("]}")) return null;
@@ -173,9 +187,23 @@ export class ManifestWriter {
     await fsyncAsync(this.#write(records));
   }
 
+  /**
+   * Append records with one write, without waiting for them to be durable: the caller makes
+   * them durable with `sync()`, or with a `syncfs` of the store's filesystem.
+   */
+  write(records: readonly ManifestRecord[]): void {
+    if (records.length > 0) this.#write(records);
+  }
+
+  /** fsync what was written (on the runtime's I/O threads). */
+  async sync(): Promise<void> {
+    await fsyncAsync(this.#live());
+  }
+
   #write(records: readonly ManifestRecord[]): number {
     const fd = this.#live();
-    const text = records.map((r) => JSON.stringify(r)).join("\n") + "\n";
+    let text = "";
+    for (const r of records) text += serializeRecord(r) + "\n";
     const bytes = ENCODER.encode(text);
     let written = 0;
     while (written < bytes.length) {

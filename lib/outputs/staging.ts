@@ -95,8 +95,16 @@ export function blockStagingRoot(plan: ZarrOutputPlan, runId: string, block: Blo
 
 /** The folder every block of a path output stages its file (or folder) in. */
 export function pathStagingFolder(plan: OutputPlan, runId: string, taskId: string): string {
-  return path.join(runStagingRoot(plan, runId, taskId), plan.name);
+  // Per block and per commit: remembered per plan (a run has one run id).
+  const key = `${runId}\0${taskId}`;
+  const known = stagingFolders.get(plan);
+  if (known?.key === key) return known.folder;
+  const folder = path.join(runStagingRoot(plan, runId, taskId), plan.name);
+  stagingFolders.set(plan, { key, folder });
+  return folder;
 }
+
+const stagingFolders = new WeakMap<OutputPlan, { key: string; folder: string }>();
 
 /** Where one block stages one output: a file/folder path (path) or a staged array folder (zarr). */
 export function stagedLocation(
@@ -115,10 +123,24 @@ export function stagedPath(
   block: Block,
   relative: string,
 ): string {
-  return `${pathStagingFolder(plan, runId, block.taskId)}${path.sep}${blockKey(block.index)}-${
-    relative.slice(relative.lastIndexOf("/") + 1)
-  }`;
+  return `${pathStagingFolder(plan, runId, block.taskId)}${path.sep}${
+    stagingLane(block.index)
+  }${path.sep}${blockKey(block.index)}-${relative.slice(relative.lastIndexOf("/") + 1)}`;
 }
+
+/**
+ * Which of 16 sub-folders ("0" to "f") a block stages a path output in, from its grid index. Two
+ * workers creating files in one folder queue on its lock in the kernel (and spin there, costing
+ * CPU), and so do the renames out of it; spread over 16 they rarely meet. Python workers compute
+ * the same (workers/python/blockwise_worker.py).
+ */
+export function stagingLane(index: readonly number[]): string {
+  let h = 0;
+  for (const x of index) h = (Math.imul(h, 31) + x) | 0;
+  return LANES[Math.imul(h, 0x9e3779b1) >>> 28]!;
+}
+
+const LANES = "0123456789abcdef";
 
 /** A `/`-separated relative path that joins as it is: no empty, `.` or `..` segment. */
 const PLAIN_RELATIVE = /^(?!\.\.?(\/|$))(?!.*\/\.\.?(\/|$))[^/]+(\/[^/]+)*$/;

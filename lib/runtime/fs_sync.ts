@@ -1,13 +1,19 @@
 /**
- * Making many files durable at once, without blocking the thread that runs the scheduler. Group
- * commit of block outputs writes hundreds of small files and then needs them all on disk before
- * it records them: one `fsync` per file costs about a millisecond each, while Linux's
- * `syncfs(fd)` writes back every dirty page of one filesystem in a single call. It is reached
- * through libc, off the calling thread, so the run loop keeps dispatching and collecting results
- * while the disk works (and the next commit batch grows meanwhile):
+ * Making many files durable at once, and moving many files into place, without blocking the
+ * thread that runs the scheduler. Group commit of block outputs writes hundreds of small files
+ * and then needs them all on disk before it records them: one `fsync` per file costs about a
+ * millisecond each, while Linux's `syncfs(fd)` writes back every dirty page of one filesystem in
+ * a single call. It is reached through libc, off the calling thread, so the run loop keeps
+ * dispatching and collecting results while the disk works (and the next commit batch grows
+ * meanwhile):
  *   - Deno: an FFI symbol declared `nonblocking` (run on Deno's blocking-task threads),
- *   - Bun: a small worker thread (workers/sync_worker.ts) that calls it through bun:ffi.
+ *   - Bun: a file helper thread (workers/sync_worker.ts) calls it through bun:ffi.
  * Elsewhere the caller falls back to fsync per file (`fsyncFile`, also off-thread).
+ *
+ * A second helper thread (Bun) renames a commit's files into place one after the other
+ * (`renameAll`; elsewhere the calling thread does, in slices): renames into one folder
+ * serialise on its lock in the kernel anyway, and issued all at once from the runtime's I/O
+ * pool they spin on it instead, costing several times the CPU.
  */
 
 import * as fs from "node:fs";
@@ -19,26 +25,45 @@ import { embeddedModuleUrl } from "./worker_spawn.ts";
 type SyncFs = (fd: number) => number;
 type SyncFsAsync = (path: string) => Promise<boolean>;
 
-interface SyncRequest {
-  readonly id: number;
-  readonly path: string;
-}
+/** What the helper thread is asked: `syncfs` of a path's filesystem, or a list of renames. */
+export type HelperRequest =
+  | { readonly id: number; readonly kind: "syncfs"; readonly path: string }
+  | {
+    readonly id: number;
+    readonly kind: "rename";
+    readonly from: readonly string[];
+    readonly to: readonly string[];
+    /** Kill the process (SIGKILL) after this many renames: crash tests; -1 never. */
+    readonly killAfter: number;
+  };
 
-interface SyncAnswer {
+interface HelperAnswer {
   readonly id: number;
   readonly ok: boolean;
-  /** Why the path could not be opened (the caller's promise rejects with it). */
+  /** Why the request failed as a whole (the caller's promise rejects with it). */
   readonly error?: string;
+  /** The helper thread died before it answered. */
+  readonly stopped?: boolean;
+  /** For renames: [index, message] of each rename that failed. */
+  readonly failures?: readonly (readonly [number, string])[];
 }
 
-interface SyncWorker {
-  onmessage: ((event: MessageEvent<SyncAnswer>) => void) | null;
+interface HelperWorker {
+  onmessage: ((event: MessageEvent<HelperAnswer>) => void) | null;
   onerror: ((event: unknown) => void) | null;
-  postMessage(message: SyncRequest): void;
+  postMessage(message: HelperRequest): void;
   unref?: () => void;
 }
 
+type Ask = (request: DistributiveOmit<HelperRequest, "id">) => Promise<HelperAnswer>;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** Renames done on the calling thread between two turns of its event loop. */
+const RENAME_SLICE = 128;
+
 let binding: Promise<SyncFsAsync | null> | null = null;
+/** The helper threads: one waits on `syncfs` while the other renames. */
+const helpers = new Map<"syncfs" | "rename", Ask | null>();
 
 function load(): Promise<SyncFsAsync | null> {
   binding ??= bind();
@@ -66,7 +91,14 @@ async function bind(): Promise<SyncFsAsync | null> {
   if (runtimeName() !== "bun") return null;
   const blocking = await bindBlocking();
   if (blocking === null) return null;
-  return onWorker() ?? ((path) => Promise.resolve(syncPath(blocking, path)));
+  const ask = helperThread("syncfs");
+  if (ask === null) return (path) => Promise.resolve(syncPath(blocking, path));
+  return async (path) => {
+    const answer = await ask({ kind: "syncfs", path });
+    if (answer.stopped === true) return false; // fsync per file instead
+    if (answer.error !== undefined) throw new Error(answer.error);
+    return answer.ok;
+  };
 }
 
 function syncPath(syncfs: SyncFs, path: string): boolean {
@@ -105,21 +137,25 @@ function denoNonblocking(): SyncFsAsync | null {
   }
 }
 
-/** `syncfs` on a worker thread that does nothing else (Bun), or null when it cannot start. */
-function onWorker(): SyncFsAsync | null {
-  if (typeof Worker === "undefined") return null;
-  let worker: SyncWorker;
+/** The file helper thread for `role` (started once), or null when it cannot start. */
+function helperThread(role: "syncfs" | "rename"): Ask | null {
+  const known = helpers.get(role);
+  if (known !== undefined) return known;
+  helpers.set(role, null);
+  // Deno cannot unref a worker: it would keep the process alive after the run.
+  if (typeof Worker === "undefined" || runtimeName() !== "bun") return null;
+  let worker: HelperWorker;
   try {
     worker = new Worker(embeddedModuleUrl("workers/sync_worker.ts").href, {
       type: "module",
-      name: "syncfs",
-    }) as unknown as SyncWorker;
+      name: `file helper (${role})`,
+    }) as unknown as HelperWorker;
   } catch {
     return null;
   }
   // It must not keep the process alive: callers await what they asked for.
   worker.unref?.();
-  const waiting = new Map<number, (answer: SyncAnswer) => void>();
+  const waiting = new Map<number, (answer: HelperAnswer) => void>();
   let broken = false;
   let next = 0;
   worker.onmessage = (event) => {
@@ -128,45 +164,100 @@ function onWorker(): SyncFsAsync | null {
     waiting.delete(answer.id);
   };
   worker.onerror = () => {
-    // Callers fall back to fsync per file.
+    // syncfs callers fall back to fsync per file; renames fail and their blocks with them.
     broken = true;
-    for (const [id, settle] of waiting) settle({ id, ok: false });
+    for (const [id, settle] of waiting) {
+      settle({ id, ok: false, stopped: true });
+    }
     waiting.clear();
   };
-  return (path) => {
-    if (broken) return Promise.resolve(false);
-    return new Promise((resolve, reject) => {
+  const ask: Ask = (request) => {
+    if (broken) return Promise.resolve({ id: -1, ok: false, stopped: true });
+    return new Promise((resolve) => {
       const id = next++;
-      waiting.set(id, (answer) => {
-        if (answer.error === undefined) resolve(answer.ok);
-        else reject(new Error(answer.error));
-      });
-      worker.postMessage({ id, path });
+      waiting.set(id, resolve);
+      worker.postMessage({ ...request, id } as HelperRequest);
     });
   };
+  helpers.set(role, ask);
+  return ask;
 }
 
 /**
- * Answer `syncfs` requests on this worker thread (workers/sync_worker.ts). A path that cannot be
- * opened is answered with the error; a failed `syncfs` with false (the caller then fsyncs its
+ * Rename every `from[i]` to `to[i]`, in order, off this thread when a helper thread can run.
+ * Resolves with the error of each rename that failed (null for those that did not); the process
+ * is killed with SIGKILL right after the `killAfter`-th rename (crash tests; -1 never).
+ */
+export async function renameAll(
+  from: readonly string[],
+  to: readonly string[],
+  killAfter = -1,
+): Promise<(Error | null)[]> {
+  const errors: (Error | null)[] = new Array(from.length).fill(null);
+  if (from.length === 0) return errors;
+  const ask = helperThread("rename");
+  if (ask !== null) {
+    const answer = await ask({ kind: "rename", from, to, killAfter });
+    if (answer.stopped !== true) {
+      for (const [i, message] of answer.failures ?? []) errors[i] = new Error(message);
+      return errors;
+    }
+    // The helper is gone: do them here.
+  }
+  // On this thread, synchronously (one rename is some microseconds), letting the run loop in
+  // between slices.
+  for (let i = 0; i < from.length; i++) {
+    try {
+      fs.renameSync(from[i]!, to[i]!);
+    } catch (error) {
+      errors[i] = error as Error;
+    }
+    if (i + 1 === killAfter) process.kill(process.pid, "SIGKILL");
+    if (i % RENAME_SLICE === RENAME_SLICE - 1) await new Promise((r) => setTimeout(r, 0));
+  }
+  return errors;
+}
+
+/**
+ * Answer the helper requests on this worker thread (workers/sync_worker.ts). A path that cannot
+ * be opened is answered with the error; a failed `syncfs` with false (the caller then fsyncs its
  * files one by one).
  */
-export async function serveSyncRequests(scope: {
-  onmessage: ((event: MessageEvent<SyncRequest>) => void) | null;
-  postMessage(message: SyncAnswer): void;
+export async function serveHelperRequests(scope: {
+  onmessage: ((event: MessageEvent<HelperRequest>) => void) | null;
+  postMessage(message: HelperAnswer): void;
 }): Promise<void> {
   // Listen at once: a request may come before the binding is loaded.
   const bound = bindBlocking();
   scope.onmessage = async (event) => {
-    const { id, path } = event.data;
+    const request = event.data;
+    if (request.kind === "rename") {
+      scope.postMessage({ id: request.id, ok: true, failures: renameInOrder(request) });
+      return;
+    }
     const syncfs = await bound;
     try {
-      scope.postMessage({ id, ok: syncfs !== null && syncPath(syncfs, path) });
+      scope.postMessage({ id: request.id, ok: syncfs !== null && syncPath(syncfs, request.path) });
     } catch (error) {
-      scope.postMessage({ id, ok: false, error: (error as Error).message });
+      scope.postMessage({ id: request.id, ok: false, error: (error as Error).message });
     }
   };
   await bound;
+}
+
+function renameInOrder(
+  request: Extract<HelperRequest, { kind: "rename" }>,
+): [number, string][] {
+  const failures: [number, string][] = [];
+  for (let i = 0; i < request.from.length; i++) {
+    try {
+      fs.renameSync(request.from[i]!, request.to[i]!);
+    } catch (error) {
+      failures.push([i, (error as Error).message]);
+    }
+    if (i + 1 === request.killAfter) process.kill(process.pid, "SIGKILL");
+  }
+  return failures;
 }
 
 /**

@@ -272,6 +272,14 @@ def walk(folder):
     return out
 
 
+def staging_lane(index):
+    """As stagingLane (lib/outputs/staging.ts): one of 16 sub-folders, from the grid index."""
+    h = 0
+    for x in index:
+        h = (h * 31 + x) & 0xFFFFFFFF
+    return "0123456789abcdef"[((h * 0x9E3779B1) & 0xFFFFFFFF) >> 28]
+
+
 def chunk_key(encoding, coords):
     parts = [str(c) for c in coords]
     if encoding["name"] == "default":
@@ -335,13 +343,14 @@ class Outputs(object):
 
     def location(self, plan, block):
         """As stagedLocation (lib/outputs/staging.ts): a Zarr output's block folder, or a path
-        output's file staged flat in a folder per output, named after the block."""
+        output's file staged in a folder per output and lane, named after the block."""
         if plan["kind"] == "zarr":
             return self.block_root(plan, block)
         relative = render_template(plan["relative"], placeholder_values(block))
         folder = js_join(plan["base"], STAGING_FOLDER, self.run_id, block.task_id, plan["name"])
         key = "_".join(str(i) for i in block.index)
-        return folder + "/" + key + "-" + relative[relative.rfind("/") + 1:]
+        return (folder + "/" + staging_lane(block.index) + "/" + key + "-"
+                + relative[relative.rfind("/") + 1:])
 
     def prepare(self, block):
         where = {}

@@ -1,0 +1,165 @@
+/**
+ * The group committer on its own (lib/outputs/committer.ts): many blocks committed at once
+ * through its pipelined barriers, a block whose rename fails, and the manifest's hand-built
+ * lines (the same text as JSON.stringify).
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { TaskLayout } from "../lib/blocks/mod.ts";
+import { makeBlock } from "../lib/execute/block.ts";
+import { BlockOutputs } from "../lib/outputs/block_outputs.ts";
+import { OutputCommitter } from "../lib/outputs/committer.ts";
+import {
+  type ManifestRecord,
+  ManifestWriter,
+  readManifest,
+  serializeRecord,
+} from "../lib/outputs/manifest.ts";
+import type { OutputPlan } from "../lib/outputs/output_plan.ts";
+
+const newDir = scratchDirs("blockwise-committer-");
+
+function setUp(blocks: number) {
+  const dir = newDir("commit");
+  const layout = new TaskLayout({
+    totalRoi: { offset: [0], shape: [blocks] },
+    readRoi: { offset: [0], shape: [1] },
+    writeRoi: { offset: [0], shape: [1] },
+    fit: "valid",
+    readWriteConflict: false,
+  });
+  const plans: OutputPlan[] = [{
+    kind: "path",
+    name: "o",
+    base: path.join(dir, "out"),
+    relative: "{block_id}.txt",
+    written: "out/{block_id}.txt",
+  }];
+  const store = path.join(dir, "store");
+  fs.mkdirSync(store);
+  return { dir, layout, plans, store, manifest: new ManifestWriter(store) };
+}
+
+describe("the output committer", () => {
+  it("commits a thousand blocks: every file in place, intent before commit, done after both", async () => {
+    const { layout, plans, store, manifest, dir } = setUp(1000);
+    const staging = new BlockOutputs(plans, "run1");
+    const committer = new OutputCommitter("run1");
+    const seenAtResolve: boolean[] = [];
+    const commits: Promise<void>[] = [];
+    for (let p = 0; p < layout.blockCount; p++) {
+      const block = makeBlock("t", layout, p, 1);
+      const where = staging.prepare(block);
+      fs.writeFileSync(where["o"]!, `block ${p}`);
+      const commit = staging.collect(block, p);
+      commits.push(
+        committer.commit({
+          block,
+          plans,
+          commit,
+          manifest,
+          provenance: "f".repeat(64),
+          recipe: 0,
+          seconds: 0.001,
+        }).then(() => {
+          // Sampled: once resolved, the block's commit record is in the manifest.
+          if (p % 97 === 0) {
+            seenAtResolve.push(readManifest(store).blocks.get(String(p))?.state === "committed");
+          }
+        }),
+      );
+      // Let the committer's pipeline turn while blocks keep arriving.
+      if (p % 50 === 49) await new Promise((r) => setTimeout(r, 2));
+    }
+    await Promise.all(commits);
+    await committer.drain();
+    manifest.close();
+    assert.ok(seenAtResolve.length > 5 && seenAtResolve.every((x) => x), "committed at resolve");
+    const out = fs.readdirSync(path.join(dir, "out")).filter((n) => n.endsWith(".txt"));
+    assert.equal(out.length, 1000);
+    assert.equal(fs.readFileSync(path.join(dir, "out", "417.txt"), "utf8"), "block 417");
+    const read = readManifest(store);
+    assert.equal(read.unreadable, 0);
+    assert.equal(read.blocks.size, 1000);
+    assert.ok([...read.blocks.values()].every((b) => b.state === "committed"));
+    const lines = fs.readFileSync(path.join(store, "manifest.jsonl"), "utf8").trim().split("\n");
+    const intentAt = new Map<string, number>();
+    lines.forEach((line, i) => {
+      const r = JSON.parse(line) as ManifestRecord;
+      if (r.t === "intent") intentAt.set(r.index.join(), i);
+      else if (r.t === "commit") assert.ok(intentAt.get(r.index.join())! < i, `block ${r.index}`);
+    });
+  });
+
+  it("fails only the block whose staged file vanished, with a drop record", async () => {
+    const { layout, plans, store, manifest } = setUp(40);
+    const staging = new BlockOutputs(plans, "run2");
+    const committer = new OutputCommitter("run2");
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: layout.blockCount }, (_, p) => {
+        const block = makeBlock("t", layout, p, 1);
+        const where = staging.prepare(block);
+        fs.writeFileSync(where["o"]!, `block ${p}`);
+        const commit = staging.collect(block, p);
+        if (p === 7) fs.rmSync(where["o"]!);
+        return committer.commit({
+          block,
+          plans,
+          commit,
+          manifest,
+          provenance: "f".repeat(64),
+          recipe: 0,
+          seconds: 0,
+        });
+      }),
+    );
+    await committer.drain();
+    manifest.close();
+    const rejected = outcomes.flatMap((o, p) => o.status === "rejected" ? [p] : []);
+    assert.deepEqual(rejected, [7]);
+    const reason = (outcomes[7] as PromiseRejectedResult).reason as Error;
+    assert.match(reason.message, /7-7\.txt/);
+    const read = readManifest(store);
+    assert.equal(read.blocks.get("7")?.state, "dropped");
+    assert.equal(read.blocks.get("8")?.state, "committed");
+  });
+});
+
+describe("manifest lines", () => {
+  it("are what JSON.stringify writes, for every kind of record", () => {
+    const records: ManifestRecord[] = [
+      {
+        t: "intent",
+        index: [1, 22, 333],
+        block: "123456789012345678901234567890",
+        files: [["o", 'a "quoted" é\\path\n.json', 4096, "ab".repeat(32)], ["z", "c/0/1", 0, ""]],
+        content: "cd".repeat(32),
+        provenance: "ef".repeat(32),
+        recipe: 3,
+        seconds: 1e-7,
+        at: "2026-12-03T23:59:59.123Z",
+      },
+      {
+        t: "intent",
+        index: [0],
+        block: "0",
+        files: [],
+        content: "",
+        provenance: "",
+        recipe: 0,
+        seconds: 12345.678,
+        at: "",
+      },
+      { t: "commit", index: [4, 5] },
+      { t: "commit", index: [4, 5], adopted: true },
+      { t: "drop", index: [9], why: 'commit failed: "x"' },
+      { t: "tombstone", index: [2, 2], content: "00" },
+      { t: "nondeterministic", index: [1], was: "a", now: "b" },
+    ];
+    for (const r of records) assert.equal(serializeRecord(r), JSON.stringify(r));
+  });
+});
