@@ -155,15 +155,20 @@ describe("reconcile at the start of a run", () => {
   it("staging leftovers of a killed run are removed before anything runs", SLOW, async () => {
     const { dir, file, clean } = await built("staging");
     const staged = path.join(dir, "out", "a", ".blockwise-staging", "dead-run", "a");
-    fs.mkdirSync(path.join(staged, "o"), { recursive: true });
-    for (const block of ["1", "4"]) {
-      fs.writeFileSync(path.join(staged, "o", `${block}-${block}.txt`), "half");
+    // Staged blocks sit in lane folders (stagingLane); one is where an older version put it.
+    const leftovers: [lane: string, block: string][] = [["3", "1"], ["a", "4"], ["a", "6"], [
+      "",
+      "5",
+    ]];
+    for (const [lane, block] of leftovers) {
+      fs.mkdirSync(path.join(staged, "o", lane), { recursive: true });
+      fs.writeFileSync(path.join(staged, "o", lane, `${block}-${block}.txt`), "half");
     }
     const again = await runIn(dir, file);
     assert.equal(again.code, 0, describeRun(again));
     assert.match(
       again.stderr,
-      /Task "a": outputs reconciled: 8 recorded and present, 2 staging leftovers removed\n/,
+      /Task "a": outputs reconciled: 8 recorded and present, 4 staging leftovers removed\n/,
     );
     assert.deepEqual(ran(dir), []);
     assert.deepEqual(treeOf(path.join(dir, "out")), clean, "the staging folder is gone");

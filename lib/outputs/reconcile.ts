@@ -243,13 +243,21 @@ export function sweepStaging(plans: readonly OutputPlan[], taskId: string): numb
 
 /**
  * The blocks a task's staging folder holds: a Zarr output's block folders (named by grid index)
- * and the staged files of each path output's folder (named after the output).
+ * and the staged files of each path output's folder (named after the output), in its lane
+ * folders (one hex digit; a staged block is named `<grid index>-<file name>`, so never that).
  */
 function leftoverBlocks(taskStaging: string): number {
   let n = 0;
   for (const entry of fs.readdirSync(taskStaging, { withFileTypes: true })) {
-    if (/^[0-9]/.test(entry.name) || !entry.isDirectory()) n++;
-    else n += fs.readdirSync(path.join(taskStaging, entry.name)).length;
+    if (/^[0-9]/.test(entry.name) || !entry.isDirectory()) {
+      n++;
+      continue;
+    }
+    const output = path.join(taskStaging, entry.name);
+    for (const staged of fs.readdirSync(output, { withFileTypes: true })) {
+      const lane = staged.isDirectory() && /^[0-9a-f]$/.test(staged.name);
+      n += lane ? fs.readdirSync(path.join(output, staged.name)).length : 1;
+    }
   }
   return n;
 }
