@@ -23,7 +23,7 @@ import type { OutputPlan } from "../lib/outputs/output_plan.ts";
 
 const newDir = scratchDirs("blockwise-committer-");
 
-function setUp(blocks: number) {
+function setUp(blocks: number, runId: string) {
   const dir = newDir("commit");
   const layout = new TaskLayout({
     totalRoi: { offset: [0], shape: [blocks] },
@@ -41,31 +41,37 @@ function setUp(blocks: number) {
   }];
   const store = path.join(dir, "store");
   fs.mkdirSync(store);
-  return { dir, layout, plans, store, manifest: new ManifestWriter(store) };
+  const manifest = new ManifestWriter(store);
+  const staging = new BlockOutputs(plans, runId);
+  const committer = new OutputCommitter(runId);
+  /** Block `p` stages its file (which then vanishes, when asked) and is committed. */
+  const stageAndCommit = (p: number, vanish = false): Promise<void> => {
+    const block = makeBlock("t", layout, p, 1);
+    const where = staging.prepare(block);
+    fs.writeFileSync(where["o"]!, `block ${p}`);
+    const commit = staging.collect(block, p);
+    if (vanish) fs.rmSync(where["o"]!);
+    return committer.commit({
+      block,
+      plans,
+      commit,
+      manifest,
+      provenance: "f".repeat(64),
+      recipe: 0,
+      seconds: 0.001,
+    });
+  };
+  return { dir, layout, store, manifest, committer, stageAndCommit };
 }
 
 describe("the output committer", () => {
   it("commits a thousand blocks: every file in place, intent before commit, done after both", async () => {
-    const { layout, plans, store, manifest, dir } = setUp(1000);
-    const staging = new BlockOutputs(plans, "run1");
-    const committer = new OutputCommitter("run1");
+    const { layout, store, manifest, dir, committer, stageAndCommit } = setUp(1000, "run1");
     const seenAtResolve: boolean[] = [];
     const commits: Promise<void>[] = [];
     for (let p = 0; p < layout.blockCount; p++) {
-      const block = makeBlock("t", layout, p, 1);
-      const where = staging.prepare(block);
-      fs.writeFileSync(where["o"]!, `block ${p}`);
-      const commit = staging.collect(block, p);
       commits.push(
-        committer.commit({
-          block,
-          plans,
-          commit,
-          manifest,
-          provenance: "f".repeat(64),
-          recipe: 0,
-          seconds: 0.001,
-        }).then(() => {
+        stageAndCommit(p).then(() => {
           // Sampled: once resolved, the block's commit record is in the manifest.
           if (p % 97 === 0) {
             seenAtResolve.push(readManifest(store).blocks.get(String(p))?.state === "committed");
@@ -96,26 +102,9 @@ describe("the output committer", () => {
   });
 
   it("fails only the block whose staged file vanished, with a drop record", async () => {
-    const { layout, plans, store, manifest } = setUp(40);
-    const staging = new BlockOutputs(plans, "run2");
-    const committer = new OutputCommitter("run2");
+    const { layout, store, manifest, committer, stageAndCommit } = setUp(40, "run2");
     const outcomes = await Promise.allSettled(
-      Array.from({ length: layout.blockCount }, (_, p) => {
-        const block = makeBlock("t", layout, p, 1);
-        const where = staging.prepare(block);
-        fs.writeFileSync(where["o"]!, `block ${p}`);
-        const commit = staging.collect(block, p);
-        if (p === 7) fs.rmSync(where["o"]!);
-        return committer.commit({
-          block,
-          plans,
-          commit,
-          manifest,
-          provenance: "f".repeat(64),
-          recipe: 0,
-          seconds: 0,
-        });
-      }),
+      Array.from({ length: layout.blockCount }, (_, p) => stageAndCommit(p, p === 7)),
     );
     await committer.drain();
     manifest.close();
