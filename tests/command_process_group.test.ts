@@ -136,6 +136,27 @@ describe("runCommandBlock", () => {
     await until(() => !alive(leftover!), 5_000, `leftover process ${leftover} still runs`);
   });
 
+  it("settles on the exit status when a process outside the group keeps the pipes open", {
+    timeout: 30_000,
+  }, async () => {
+    const dir = newDir("daemon");
+    const pidFile = path.join(dir, "pids");
+    // `setsid` leaves the group, so the group kill misses it, and it holds stdout and stderr:
+    // the pipes never report their end while it runs. The exit status decides after a grace.
+    const started = Date.now();
+    await assert.rejects(
+      runCommandBlock(["sh", "-c", `setsid sleep 20 & echo $! > ${pidFile}; exit 3`], block, {
+        onStdout: () => {},
+        onStderr: () => {},
+      }),
+      (error: unknown) => error instanceof CommandFailure && error.exitCode === 3,
+    );
+    const waited = Date.now() - started;
+    const [daemon] = await pidsIn(pidFile, 1);
+    process.kill(daemon!, "SIGKILL");
+    assert.ok(waited < 15_000, `settled after ${waited} ms, not within the grace period`);
+  });
+
   it("runs in the task's cwd and refuses a cwd that does not exist", async () => {
     const dir = newDir("cwd");
     let out = "";

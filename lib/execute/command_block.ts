@@ -12,6 +12,8 @@ import { PLACEHOLDER_PATTERN, placeholderList } from "../pipeline/command_templa
 
 const STDERR_TAIL_LINES = 20;
 const STDERR_TAIL_BYTES = 64 * 1024;
+/** How long after the command exits its pipes may take to report their end ("close"). */
+const CLOSE_GRACE_MS = 5000;
 
 function placeholderValues(block: Block): Record<string, string> {
   return {
@@ -194,9 +196,19 @@ export function runCommandBlock(
       options.signal?.removeEventListener("abort", kill);
       notStarted(error.message);
     });
-    // Whatever the command left behind in its group goes with it, so the pipes close.
-    child.on("exit", kill);
-    child.on("close", (code, signal) => {
+    // Whatever the command left behind in its group goes with it, so the pipes close. Should
+    // "close" still not come (a runtime that misses the pipes' end), the exit status settles
+    // the block after a grace period instead of leaving it running forever.
+    let fallback: ReturnType<typeof setTimeout> | undefined;
+    child.on("exit", (code, signal) => {
+      kill();
+      fallback = setTimeout(() => settle(code, signal), CLOSE_GRACE_MS);
+    });
+    let settled = false;
+    const settle = (code: number | null, signal: NodeJS.Signals | null): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(fallback);
       options.signal?.removeEventListener("abort", kill);
       child.stdin.destroy();
       const restOut = stdout.end();
@@ -219,7 +231,8 @@ export function runCommandBlock(
           tail,
         ),
       );
-    });
+    };
+    child.on("close", settle);
   });
 }
 
