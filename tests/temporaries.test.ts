@@ -11,7 +11,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { type CliResult, describeRun, runCli } from "./fixtures/tracking/harness.ts";
-import { manifestOf as manifest, ran, runIn as run } from "./fixtures/outputs.ts";
+import { filterManifest, manifestOf as manifest, ran, runIn as run } from "./fixtures/outputs.ts";
 import { all as ALL, chain, endState, files, onDisk, TASKS } from "./fixtures/temporaries.ts";
 
 const newDir = scratchDirs("temporaries");
@@ -180,5 +180,37 @@ describe("temporary intermediates", () => {
     assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
     const last = await run(dir, chain(dir, { nondeterministic: "d" }));
     assert.equal(last.code, 0, describeRun(last));
+  });
+  it("a temporary block whose files are gone is deleted, never rebuilt: a lost tombstone, a file removed by hand", async () => {
+    const dir = newDir("gone");
+    const file = chain(dir);
+    assert.equal((await run(dir, file)).code, 0);
+    // Tombstones are written without waiting for the disk: a power cut may keep the removal
+    // of the files and lose them. The commit records then name files that are gone.
+    filterManifest(dir, "c", (r) => r.t !== "tombstone");
+    const lost = await run(dir, file);
+    assert.equal(lost.code, 0, describeRun(lost));
+    assert.deepEqual(ran(dir), [], "nothing is rebuilt");
+    assert.match(
+      lost.stderr,
+      /Task "c": outputs reconciled: 0 recorded and present, 8 deleted temporaries/,
+    );
+    assert.equal(manifest(dir, "c").filter((r) => r.t === "tombstone").length, 8, "written again");
+    // A live temporary file removed by hand: the block counts as deleted (not missing), and a
+    // reader that still has to run gets it regenerated first.
+    const kept = newDir("gone-by-hand");
+    const keptFile = chain(kept, { failing: "e3" });
+    assert.equal((await run(kept, keptFile)).code, 1);
+    assert.deepEqual(files(kept, "d"), ["2.txt", "3.txt", "4.txt"]);
+    fs.rmSync(path.join(kept, "out", "d", "3.txt"));
+    const fixed = await run(kept, chain(kept));
+    assert.equal(fixed.code, 0, describeRun(fixed));
+    assert.doesNotMatch(fixed.stderr, /recorded but missing/);
+    // d3 comes back (from c2..c4, from b1..b5): e3 needs it; nothing else runs.
+    assert.deepEqual(
+      ran(kept),
+      ["b1", "b2", "b3", "b4", "b5", "c2", "c3", "c4", "d3", "e3"],
+    );
+    assert.deepEqual(onDisk(kept), { a: 8, b: 0, c: 0, d: 0, e: 8, f: 8 });
   });
 });

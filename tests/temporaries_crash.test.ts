@@ -2,7 +2,7 @@
  * A run with temporaries SIGKILLed at every step of the crash table in
  * docs/design/TEMPORARIES.md (crash points through BLOCKWISE_TEST_CRASH_AT), on the chain of
  * tests/fixtures/temporaries.ts (b, c and d temporary):
- *   - before a tombstone is durable (`temp:due`), after it (`temp:tombstoned`), after the files
+ *   - before the tombstones are written (`temp:due`), after them (`temp:tombstoned`), after the files
  *     went (`temp:deleted`);
  *   - at every step of the output commit (`commit:*`) in the first run, and again while a forced
  *     reader's deleted inputs are regenerated.
@@ -85,7 +85,7 @@ const crashAt = (point: string) => ({ BLOCKWISE_TEST_CRASH_AT: point });
 
 describe("temporaries survive SIGKILL at every step", () => {
   const deletion = [
-    ["temp:due:2", "before a tombstone is durable"],
+    ["temp:due:2", "before the tombstones are written"],
     ["temp:tombstoned:2", "after a tombstone, before the files go"],
     ["temp:deleted:2", "after the files went"],
   ] as const;

@@ -129,7 +129,7 @@ export function explainPipeline(
         append: (_records: readonly ManifestRecord[]) => {
           throw new Error("plan must not write a manifest");
         },
-        appendAsync: (_records: readonly ManifestRecord[]) => {
+        write: (_records: readonly ManifestRecord[]) => {
           throw new Error("plan must not write a manifest");
         },
       }

@@ -179,15 +179,6 @@ export class ManifestWriter {
   }
 
   /**
-   * Append records with one write; the promise resolves once they are durable (the fsync runs
-   * on the runtime's I/O threads, not this one).
-   */
-  async appendAsync(records: readonly ManifestRecord[]): Promise<void> {
-    if (records.length === 0) return;
-    await fsyncAsync(this.#write(records));
-  }
-
-  /**
    * Append records with one write, without waiting for them to be durable: the caller makes
    * them durable with `sync()`, or with a `syncfs` of the store's filesystem.
    */

@@ -6,6 +6,8 @@
  * |-------------------------------|----------------------------|-----------|-------------------------|
  * | committed                     | every file, sizes match    | set       | skip (recorded, present) |
  * | committed                     | a file missing or resized  | cleared   | drop record, rebuild     |
+ * | committed, temporary task     | a file missing or resized  | set       | deleted (tombstone)      |
+ * | tombstone                     | (anything)                 | set       | deleted; files removed   |
  * | intent only (crash mid-commit)| every file, hashes match   | set       | adopt (commit record)    |
  * | intent only                   | not all / other bytes      | cleared   | roll back, rebuild       |
  * | dropped, or nothing           | (anything)                 | cleared   | never built / rebuild    |
@@ -86,9 +88,18 @@ export function reconcileTask(
       const plan = plans.find((p) => p.name === output);
       return { file: plan === undefined ? null : finalLocation(plan, rel), size, sha };
     });
-    if (entry.state === "tombstoned") {
+    // A temporary block whose files are gone was deleted: its tombstone is written without
+    // waiting for the disk (a crash may lose it after the files went), and one deleted by hand
+    // is no different. Never a rebuild: regenerated only if a reader that runs needs it.
+    const deleted = entry.state === "tombstoned" ||
+      (entry.state === "committed" && task.temporary &&
+        files.some((f) => f.file === null || !sizeMatches(f.file, f.size)));
+    if (deleted) {
       // A deleted temporary: done, its hash kept; files a kill left behind go now.
       tombstoned++;
+      if (entry.state !== "tombstoned") {
+        appends.push({ t: "tombstone", index: intent.index, content: intent.content });
+      }
       if (manifest !== null) {
         for (const f of files) {
           if (f.file !== null) fs.rmSync(f.file, { recursive: true, force: true });

@@ -35,8 +35,8 @@ export interface RunOutputsOptions {
   readonly onNotice: (message: string) => void;
 }
 
-/** How long deletions that fell due wait for more to share their tombstones' fsync. */
-const DELETION_BATCH_MS = 20;
+/** How long deletions that fell due wait for more to share their tombstones' write. */
+const DELETION_BATCH_MS = 2;
 
 export class RunOutputs implements CompletionSink {
   readonly plans: readonly (readonly OutputPlan[])[];
@@ -336,6 +336,8 @@ export class RunOutputs implements CompletionSink {
   async close(): Promise<void> {
     await this.#committer.drain();
     await this.#temporaries?.flush();
+    // The last tombstones were written without waiting for the disk.
+    await Promise.all(this.#manifests.map((manifest) => manifest?.sync()));
     for (const manifest of this.#manifests) manifest?.close();
     for (let t = 0; t < this.plans.length; t++) {
       for (const base of new Set(this.plans[t]!.map((p) => p.base))) {

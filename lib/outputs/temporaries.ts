@@ -42,7 +42,7 @@ export interface TemporaryStats {
 /** What temporaries read of a store (a run's mapped store, or plan's snapshot). */
 export type TemporaryStore = Pick<TrackingStore, "path" | "done" | "provenance">;
 /** Where tombstones go: a store's manifest writer (plan passes one that is never called). */
-export type TombstoneLog = Pick<ManifestWriter, "append" | "appendAsync">;
+export type TombstoneLog = Pick<ManifestWriter, "append" | "write">;
 
 interface TempTask {
   readonly task: number;
@@ -264,17 +264,18 @@ export class Temporaries {
       list.push(item);
       byManifest.set(item.t.manifest, list);
     }
-    // The tombstone first: a crash before the files go leaves files reconcile deletes, never a
-    // committed record whose files are missing (which would rebuild the block).
-    await Promise.all(
-      [...byManifest].map(([manifest, items]) =>
-        manifest.appendAsync(items.map(({ t, position }) => ({
-          t: "tombstone" as const,
-          index: layouts[t.task]!.gridIndexOf(position),
-          content: t.contents.get(position) ?? "",
-        })))
-      ),
-    );
+    // The tombstone first, without waiting for the disk: a crash that keeps the files but
+    // loses nothing leaves files reconcile deletes, and one that loses the tombstone after the
+    // files went leaves a committed temporary block without files, which reconcile also takes
+    // for deleted (never a rebuild). The next barrier of the commits, or the end, makes it
+    // durable.
+    for (const [manifest, items] of byManifest) {
+      manifest.write(items.map(({ t, position }) => ({
+        t: "tombstone" as const,
+        index: layouts[t.task]!.gridIndexOf(position),
+        content: t.contents.get(position) ?? "",
+      })));
+    }
     crashPoint("temp:tombstoned");
     // Removed off the run loop (the I/O threads), a file at a time; a folder output goes whole.
     const removals: Promise<void>[] = [];
