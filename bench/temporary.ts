@@ -10,7 +10,11 @@
  *     median of those ratios is the figure (a shared machine's speed drifts by more than 10 %
  *     from one minute to the next; neighbouring runs see the same machine).
  *
- *   npx bun bench/temporary.ts [--side 16] [--repetitions 5] [--budget]
+ * `--dir DIR` puts the runs' files under DIR (default: the system's temporary folder): the
+ * filesystem matters, e.g. ext4 without a journal slows every file creation after many
+ * deletions (its allocator skips recently deleted inodes one by one), tmpfs does not.
+ *
+ *   npx bun bench/temporary.ts [--side 16] [--repetitions 5] [--budget] [--dir DIR]
  */
 
 import { spawnSync } from "node:child_process";
@@ -34,7 +38,9 @@ const budget = process.argv.includes("--budget");
 const BLOCK = 8;
 const BYTES = 4096;
 const repo = fileURLToPath(new URL("../", import.meta.url));
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-bench-temporary-"));
+const dirAt = process.argv.indexOf("--dir");
+const base = dirAt > 0 ? path.resolve(process.argv[dirAt + 1]!) : os.tmpdir();
+const dir = fs.mkdtempSync(path.join(base, "blockwise-bench-temporary-"));
 process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
 
 function pipeline(temporary: boolean, root: string): string {
@@ -127,7 +133,7 @@ function run(temporary: boolean, label: string): Run {
 console.log(
   `blockwise temporary benchmark (${runtimeName()}, ${os.cpus().length} cores): A -> B (temporary) -> C, ${side}^3 blocks each, ${
     budget ? "2 workers in all" : "2 workers per task"
-  }, ${BYTES} B per block`,
+  }, ${BYTES} B per block, files under ${base}`,
 );
 const plain: number[] = [];
 const temp: Run[] = [];

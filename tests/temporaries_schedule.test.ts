@@ -13,9 +13,17 @@ import { linearTask, RunRig } from "./fixtures/run_rig.ts";
 
 const BLOCKS = 300;
 
-/** a -> b -> c, each block reading the same block upstream; one cpu for all, 1 per worker. */
-function chain(): Parameters<typeof RunRig.start>[0] {
-  const fields = { maxWorkers: 1, requires: { cpu: 1 } };
+interface Chain {
+  /** Whether b is a temporary task (its executors then get only what c lacks). */
+  readonly temporary: boolean;
+  /** Workers per task and cpus for all (each worker takes one). */
+  readonly workers: number;
+  readonly cpus: number;
+}
+
+/** a -> b -> c, each block reading the same block upstream. */
+function chain(o: Chain): Parameters<typeof RunRig.start>[0] {
+  const fields = { maxWorkers: o.workers, requires: { cpu: 1 } };
   return [
     linearTask("a", BLOCKS, fields),
     linearTask("b", BLOCKS, { ...fields, upstream: ["a"] }),
@@ -24,13 +32,17 @@ function chain(): Parameters<typeof RunRig.start>[0] {
 }
 
 /** Run the chain to its end; the most b blocks that were done and not yet read by c at once. */
-async function peakUnread(preferDownstream: boolean): Promise<{ peak: number; order: string }> {
+async function peakUnread(
+  preferDownstream: boolean,
+  o: Chain = { temporary: false, workers: 1, cpus: 1 },
+): Promise<{ peak: number; order: string }> {
   let unread = 0;
   let peak = 0;
   let order = "";
-  const rig = RunRig.start(chain(), {
+  const rig = RunRig.start(chain(o), {
     preferDownstream,
-    resources: { cpu: 1 },
+    resources: { cpu: o.cpus },
+    temporary: o.temporary ? ["b"] : [],
     sink: {
       done(report: BlockReport): void {
         const task = ["a", "b", "c"][report.task]!;
@@ -75,4 +87,13 @@ describe("scheduling with temporaries", () => {
     assert.ok(preferred.peak <= 64, `peak ${preferred.peak} of ${BLOCKS}: ${preferred.order}`);
     assert.ok(preferred.order.length > 6, `the tasks take turns: ${preferred.order}`);
   });
+
+  for (const [workers, cpus] of [[1, 1], [2, 2], [2, 3]] as const) {
+    it(`a temporary b gets only what c lacks, and never holds the budget c needs (${workers} workers per task, ${cpus} cpus)`, async () => {
+      // The budget is full of b's executors, held back because c has blocks waiting, while c
+      // has no worker to run them: idle executors that may take nothing must make room.
+      const { peak, order } = await peakUnread(true, { temporary: true, workers, cpus });
+      assert.ok(peak <= 64, `peak ${peak} of ${BLOCKS}: ${order}`);
+    });
+  }
 });

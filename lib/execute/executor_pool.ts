@@ -82,30 +82,41 @@ export class ExecutorPool {
   allowance(executor: Executor): number {
     if (this.#draining.has(executor)) return 0;
     const t = executor.task;
-    if (this.#o.preferDownstream !== true || !this.#o.tasks[t]!.config.temporary) {
-      return Number.POSITIVE_INFINITY;
-    }
-    let lack = 0;
-    let readers = 0;
+    const lack = this.#readersLack(t);
+    if (lack === null) return Number.POSITIVE_INFINITY;
+    if (lack <= 0) return 0;
+    // Enough for its workers' windows, counting the blocks still committing as in the pipe;
+    // nothing until half a window fits, so the blocks go out in batches, not one by one (a
+    // message costs a few hundred microseconds of thread wake-ups, more than a small block).
+    let windows = 0;
+    for (const e of this.#o.tasks[t]!.executors) windows += e.window;
+    const left = windows - this.#o.scheduler.snapshot(t).processing;
+    return left < executor.window / 2 ? 0 : left;
+  }
+
+  /** What the readers of a temporary task lack (zero or less: enough); null: not paced. */
+  #readersLack(t: number): number | null {
+    if (this.#o.preferDownstream !== true || !this.#o.tasks[t]!.config.temporary) return null;
+    let lack = Number.NEGATIVE_INFINITY;
     for (const d of this.#o.graph.dag.downstream[t]!) {
       if (!this.#o.scheduler.isRunning(d)) continue;
-      readers++;
       const task = this.#o.tasks[d]!;
       // What its workers will ask for next: a window each (at least two blocks per worker).
       let wanted = 2 * task.config.maxWorkers;
       let queued = this.#o.source.available(d);
       for (const e of task.executors) {
         queued += Math.max(0, e.inFlight.size - 1);
-        wanted = Math.max(wanted, 0) + e.window;
+        wanted += e.window;
       }
       lack = Math.max(lack, wanted - queued);
     }
-    if (readers === 0) return Number.POSITIVE_INFINITY;
-    if (lack <= 0) return 0;
-    // Enough for its workers' windows, counting the blocks still committing as in the pipe.
-    let windows = 0;
-    for (const e of this.#o.tasks[t]!.executors) windows += e.window;
-    return Math.max(0, windows - this.#o.scheduler.snapshot(t).processing);
+    return lack === Number.NEGATIVE_INFINITY ? null : lack;
+  }
+
+  /** A temporary task whose readers have enough: its executors may take nothing now. */
+  #heldBack(t: number): boolean {
+    const lack = this.#readersLack(t);
+    return lack !== null && lack <= 0;
   }
 
   spawnWanted(): void {
@@ -129,7 +140,7 @@ export class ExecutorPool {
     const task = this.#o.tasks[t]!;
     if (!scheduler.isRunning(t)) return false;
     const available = source.available(t);
-    if (available === 0) return false;
+    if (available === 0 || this.#heldBack(t)) return false;
     if (task.stats.alive - this.#leavingOf(t) >= task.config.maxWorkers) return false;
     // Do not start more executors than there are blocks waiting for one.
     let idle = 0;
@@ -184,6 +195,9 @@ export class ExecutorPool {
       stack.push(...this.#o.graph.dag.upstream[u]!);
     }
     for (const u of upstream) {
+      // A temporary task is paced by its readers already (allowance): draining it would starve
+      // them a moment later, and start and retire its workers over and over.
+      if (this.#o.tasks[u]!.config.temporary) continue;
       for (const executor of this.#o.tasks[u]!.executors) {
         if (this.#draining.has(executor)) continue;
         this.#draining.add(executor);
@@ -353,11 +367,19 @@ export class ExecutorPool {
 
   /** Another task waits for budget: stop executors of tasks with nothing ready to run. */
   #freeBudgetFor(waiting: number): void {
+    const starved = this.#o.tasks[waiting]!.stats.alive - this.#leavingOf(waiting) === 0;
     this.#o.tasks.forEach((task, t) => {
-      if (t === waiting || this.#o.source.available(t) > 0) return;
+      if (t === waiting) return;
+      // A temporary task held back has blocks, but its executors may take none: one of them
+      // makes room for a reader with no executor at all (more would start and retire workers
+      // back and forth as the readers' lack comes and goes).
+      const hasBlocks = this.#o.source.available(t) > 0;
+      const reader = this.#o.graph.dag.downstream[t]!.includes(waiting);
+      if (hasBlocks && (!starved || !reader || !this.#heldBack(t))) return;
       for (const executor of [...task.executors]) {
         if (executor.inFlight.size === 0 && executor.state === "ready") {
           this.#retire(executor, "clean");
+          if (hasBlocks) return;
         }
       }
     });
