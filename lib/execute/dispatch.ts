@@ -10,16 +10,8 @@ import type { BlockSource } from "./block_source.ts";
 import type { RunClock } from "./run_clock.ts";
 import type { Scheduler } from "../schedule/mod.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
-import type { DependencyGraph } from "../graph/mod.ts";
-import type { PipelineConfig } from "../pipeline/spec.ts";
 
 export const TARGET_BATCH_MS = 10;
-/**
- * The batch of a task that makes or reads temporary data: every block in a reader's window
- * keeps the temporary blocks it reads on disk, so shorter windows keep the live data near the
- * frontier (at the cost of more messages).
- */
-export const TEMPORARY_BATCH_MS = 4;
 export const MAX_WINDOW = 1024;
 export const MIN_WINDOW = 2;
 
@@ -30,7 +22,6 @@ export class Dispatcher {
   readonly #clock: RunClock;
   readonly #maxWindow: number;
   readonly #allowance: (executor: Executor) => number;
-  readonly #batchMs: (task: number) => number;
 
   constructor(
     scheduler: Scheduler,
@@ -39,10 +30,8 @@ export class Dispatcher {
     clock: RunClock,
     maxWindow = MAX_WINDOW,
     allowance: (executor: Executor) => number = () => Number.POSITIVE_INFINITY,
-    batchMs: (task: number) => number = () => TARGET_BATCH_MS,
   ) {
     this.#allowance = allowance;
-    this.#batchMs = batchMs;
     this.#scheduler = scheduler;
     this.#source = source;
     this.#tasks = tasks;
@@ -102,24 +91,10 @@ export class Dispatcher {
 
   /** Resize the window so it holds about TARGET_BATCH_MS of the task's blocks. */
   resize(executor: Executor, meanSeconds: number): void {
-    const target = this.#batchMs(executor.task);
-    const wanted = Math.round(target / 1000 / Math.max(meanSeconds, 1e-7));
+    const wanted = Math.round(TARGET_BATCH_MS / 1000 / Math.max(meanSeconds, 1e-7));
     executor.window = Math.max(
       Math.min(MIN_WINDOW, this.#maxWindow),
       Math.min(this.#maxWindow, wanted),
     );
   }
-}
-
-/** Shorter batches for temporary tasks and their readers (see TEMPORARY_BATCH_MS). */
-export function temporaryBatches(
-  pipeline: PipelineConfig,
-  graph: DependencyGraph,
-  preferDownstream: boolean,
-): (task: number) => number {
-  if (!preferDownstream) return () => TARGET_BATCH_MS;
-  const short = pipeline.tasks.map((task, t) =>
-    task.temporary || graph.dag.upstream[t]!.some((u) => pipeline.tasks[u]!.temporary)
-  );
-  return (t) => short[t] === true ? TEMPORARY_BATCH_MS : TARGET_BATCH_MS;
 }

@@ -19,7 +19,7 @@ import { ResourceBudget, type Resources, Scheduler } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
 import { BlockCompletion, type CompletionSink } from "./completion.ts";
 import { BlockSource, type Precheck } from "./block_source.ts";
-import { Dispatcher, MAX_WINDOW, temporaryBatches } from "./dispatch.ts";
+import { Dispatcher, MAX_WINDOW } from "./dispatch.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
 import { localExecutorFactory } from "./executor_factory.ts";
 import { ExecutorPool } from "./executor_pool.ts";
@@ -164,7 +164,6 @@ export class ParallelRun implements ExecutorEvents {
       this.#clock,
       maxWindow,
       (executor) => this.#pool.allowance(executor),
-      temporaryBatches(pipeline, graph, options.preferDownstream === true),
     );
     this.#pool = new ExecutorPool({
       preferDownstream: options.preferDownstream === true,
