@@ -11,6 +11,7 @@ import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { ResourceBudget, Scheduler } from "../schedule/mod.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
 import type { BlockSource } from "./block_source.ts";
+import { type BudgetView, descendantsOf, readersLack, yieldable } from "./budget_yield.ts";
 import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
 import type { RunClock } from "./run_clock.ts";
@@ -59,9 +60,20 @@ export class ExecutorPool {
   /** Tasks whose every lost worker failed its setup, with the last setup error. */
   readonly #onlySetupFailures = new Map<number, string>();
   #nextWorkerId = 0;
+  readonly #descendants: readonly ReadonlySet<number>[];
+  readonly #budgetView: BudgetView;
 
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
+    const { dag } = options.graph;
+    this.#descendants = descendantsOf(dag.downstream);
+    this.#budgetView = {
+      downstream: dag.downstream,
+      preferDownstream: options.preferDownstream === true,
+      available: (t) => options.source.available(t),
+      processing: (t) => options.scheduler.snapshot(t).processing,
+      heldBack: (t) => this.#heldBack(t),
+    };
   }
 
   statsOf(executor: Executor): WorkerStats {
@@ -82,7 +94,7 @@ export class ExecutorPool {
   allowance(executor: Executor): number {
     if (this.#draining.has(executor)) return 0;
     const t = executor.task;
-    const lack = this.#readersLack(t);
+    const lack = readersLack(this.#o, t);
     if (lack === null) return Number.POSITIVE_INFINITY;
     if (lack <= 0) return 0;
     // Enough for its workers' windows, counting the blocks still committing as in the pipe;
@@ -94,28 +106,9 @@ export class ExecutorPool {
     return left < executor.window / 2 ? 0 : left;
   }
 
-  /** What the readers of a temporary task lack (zero or less: enough); null: not paced. */
-  #readersLack(t: number): number | null {
-    if (this.#o.preferDownstream !== true || !this.#o.tasks[t]!.config.temporary) return null;
-    let lack = Number.NEGATIVE_INFINITY;
-    for (const d of this.#o.graph.dag.downstream[t]!) {
-      if (!this.#o.scheduler.isRunning(d)) continue;
-      const task = this.#o.tasks[d]!;
-      // What its workers will ask for next: a window each (at least two blocks per worker).
-      let wanted = 2 * task.config.maxWorkers;
-      let queued = this.#o.source.available(d);
-      for (const e of task.executors) {
-        queued += Math.max(0, e.inFlight.size - 1);
-        wanted += e.window;
-      }
-      lack = Math.max(lack, wanted - queued);
-    }
-    return lack === Number.NEGATIVE_INFINITY ? null : lack;
-  }
-
   /** A temporary task whose readers have enough: its executors may take nothing now. */
   #heldBack(t: number): boolean {
-    const lack = this.#readersLack(t);
+    const lack = readersLack(this.#o, t);
     return lack !== null && lack <= 0;
   }
 
@@ -186,26 +179,18 @@ export class ExecutorPool {
 
   /** Let the executors of tasks upstream of `t` finish their blocks and make room for it. */
   #drainUpstreamOf(t: number): void {
-    const upstream = new Set<number>();
-    const stack = [...this.#o.graph.dag.upstream[t]!];
-    while (stack.length > 0) {
-      const u = stack.pop()!;
-      if (upstream.has(u)) continue;
-      upstream.add(u);
-      stack.push(...this.#o.graph.dag.upstream[u]!);
-    }
-    for (const u of upstream) {
+    this.#o.tasks.forEach((task, u) => {
       // A temporary task is paced by its readers already (allowance): draining it would starve
       // them a moment later, and start and retire its workers over and over.
-      if (this.#o.tasks[u]!.config.temporary) continue;
-      for (const executor of this.#o.tasks[u]!.executors) {
+      if (!this.#descendants[u]!.has(t) || task.config.temporary) return;
+      for (const executor of task.executors) {
         if (this.#draining.has(executor)) continue;
         this.#draining.add(executor);
         if (executor.inFlight.size === 0 && executor.state === "ready") {
           this.#retire(executor, "clean");
         } else executor.recall();
       }
-    }
+    });
   }
 
   #spawn(t: number): void {
@@ -370,16 +355,19 @@ export class ExecutorPool {
     const starved = this.#o.tasks[waiting]!.stats.alive - this.#leavingOf(waiting) === 0;
     this.#o.tasks.forEach((task, t) => {
       if (t === waiting) return;
-      // A temporary task held back has blocks, but its executors may take none: one of them
-      // makes room for a reader with no executor at all (more would start and retire workers
-      // back and forth as the readers' lack comes and goes).
-      const hasBlocks = this.#o.source.available(t) > 0;
-      const reader = this.#o.graph.dag.downstream[t]!.includes(waiting);
-      if (hasBlocks && (!starved || !reader || !this.#heldBack(t))) return;
+      let n = yieldable(
+        this.#budgetView,
+        this.#descendants,
+        waiting,
+        t,
+        task.executors.size,
+        starved,
+      );
       for (const executor of [...task.executors]) {
+        if (n <= 0) return;
         if (executor.inFlight.size === 0 && executor.state === "ready") {
           this.#retire(executor, "clean");
-          if (hasBlocks) return;
+          n--;
         }
       }
     });

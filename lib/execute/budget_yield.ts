@@ -1,0 +1,92 @@
+/**
+ * Which idle executors make room when a task waits for `--resources` budget. Freeing budget for
+ * whichever task asks, one waiting task at a time, lets two tasks that take turns (a temporary
+ * task and its readers, paced against each other) retire each other's workers on every turn:
+ * hundreds of worker starts for a few thousand blocks. These rules free only executors whose
+ * task cannot use them before the waiting task has made it work.
+ * Also what pacing a temporary task to its readers asks of them (`readersLack`).
+ */
+
+import type { ExecutorPoolOptions } from "./executor_pool.ts";
+
+export interface BudgetView {
+  /** Tasks reading each task's outputs. */
+  readonly downstream: readonly (readonly number[])[];
+  readonly preferDownstream: boolean;
+  /** Blocks ready for the task's executors now. */
+  available(task: number): number;
+  /** Blocks of the task dispatched and not yet done (running, held or committing). */
+  processing(task: number): number;
+  /** A temporary task whose readers have enough: its executors may take nothing now. */
+  heldBack(task: number): boolean;
+}
+
+/** For each task, every task downstream of it, directly or not. */
+export function descendantsOf(downstream: readonly (readonly number[])[]): Set<number>[] {
+  return downstream.map((_, t) => {
+    const seen = new Set<number>();
+    const stack = [...downstream[t]!];
+    while (stack.length > 0) {
+      const d = stack.pop()!;
+      if (seen.has(d)) continue;
+      seen.add(d);
+      stack.push(...downstream[d]!);
+    }
+    return seen;
+  });
+}
+
+/**
+ * How many idle executors of `task` may retire so that `waiting` can start one, given how many
+ * `task` has (`alive`) and whether `waiting` has none (`starved`):
+ * - a task with blocks ready keeps them, except a temporary task held back, which gives one to
+ *   a reader that has no executor;
+ * - when downstream tasks are preferred, a task downstream of the waiting one yields only if its
+ *   next blocks can come from nowhere else (no task between them has blocks ready or running),
+ *   and keeps one executor unless the waiting task has none;
+ * - any other task with nothing ready yields every idle executor.
+ */
+export function yieldable(
+  view: BudgetView,
+  descendants: readonly ReadonlySet<number>[],
+  waiting: number,
+  task: number,
+  alive: number,
+  starved: boolean,
+): number {
+  if (view.available(task) > 0) {
+    return starved && view.heldBack(task) && view.downstream[task]!.includes(waiting) ? 1 : 0;
+  }
+  if (!view.preferDownstream || !descendants[waiting]!.has(task)) return alive;
+  for (const between of descendants[waiting]!) {
+    if (between === task || !descendants[between]!.has(task)) continue;
+    if (view.available(between) > 0 || view.processing(between) > 0) return 0;
+  }
+  return starved ? alive : Math.max(0, alive - 1);
+}
+
+/**
+ * What the readers of a temporary task lack when downstream tasks are preferred (the most any
+ * reading task lacks; zero or less: they have enough), or null when the task is not paced (not
+ * temporary, no preference, or no reader running).
+ */
+export function readersLack(
+  o: Pick<ExecutorPoolOptions, "preferDownstream" | "tasks" | "graph" | "scheduler" | "source">,
+  t: number,
+): number | null {
+  if (o.preferDownstream !== true || !o.tasks[t]!.config.temporary) return null;
+  let lack = Number.NEGATIVE_INFINITY;
+  for (const d of o.graph.dag.downstream[t]!) {
+    if (!o.scheduler.isRunning(d)) continue;
+    const task = o.tasks[d]!;
+    // What its workers will ask for next: a window each (at least two blocks per worker).
+    let wanted = 2 * task.config.maxWorkers;
+    let queued = o.source.available(d);
+    for (const e of task.executors) {
+      queued += Math.max(0, e.inFlight.size - 1);
+      wanted += e.window;
+    }
+    lack = Math.max(lack, wanted - queued);
+  }
+  return lack === Number.NEGATIVE_INFINITY ? null : lack;
+}

@@ -1,0 +1,74 @@
+/**
+ * Which idle executors make room for a task waiting for `--resources` budget
+ * (lib/execute/budget_yield.ts), on the chain a -> b -> c with b temporary: the rules that keep
+ * two tasks taking turns from retiring each other's workers on every turn, without ever leaving
+ * a task that must run first without a worker.
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { type BudgetView, descendantsOf, yieldable } from "../lib/execute/budget_yield.ts";
+
+const A = 0;
+const B = 1;
+const C = 2;
+const DOWNSTREAM = [[B], [C], []];
+const DESCENDANTS = descendantsOf(DOWNSTREAM);
+
+function view(o: {
+  available?: number[];
+  processing?: number[];
+  heldBack?: number[];
+  preferDownstream?: boolean;
+}): BudgetView {
+  return {
+    downstream: DOWNSTREAM,
+    preferDownstream: o.preferDownstream ?? true,
+    available: (t) => o.available?.[t] ?? 0,
+    processing: (t) => o.processing?.[t] ?? 0,
+    heldBack: (t) => o.heldBack?.includes(t) ?? false,
+  };
+}
+
+describe("budget yield", () => {
+  it("descendantsOf follows the chain", () => {
+    assert.deepEqual(DESCENDANTS.map((s) => [...s].sort()), [[B, C], [C], []]);
+  });
+
+  it("a held-back temporary task gives one executor to a reader that has none, and only then", () => {
+    const v = view({ available: [0, 40, 5], heldBack: [B] });
+    assert.equal(yieldable(v, DESCENDANTS, C, B, 2, true), 1);
+    assert.equal(yieldable(v, DESCENDANTS, C, B, 2, false), 0, "the reader has a worker already");
+    assert.equal(yieldable(v, DESCENDANTS, A, B, 2, true), 0, "a is no reader of b");
+    const paced = view({ available: [0, 40, 0] });
+    assert.equal(
+      yieldable(paced, DESCENDANTS, C, B, 2, true),
+      0,
+      "b may take blocks: it keeps them",
+    );
+  });
+
+  it("a reader waiting for its temporary input keeps one executor for a task that has one", () => {
+    // c is idle because b has not made its blocks yet: b wants a second worker.
+    const v = view({ available: [0, 30, 0], processing: [0, 8, 0] });
+    assert.equal(yieldable(v, DESCENDANTS, B, C, 2, false), 1);
+    assert.equal(yieldable(v, DESCENDANTS, B, C, 1, false), 0);
+    assert.equal(yieldable(v, DESCENDANTS, B, C, 2, true), 2, "b has none: c's idle ones go");
+  });
+
+  it("a task downstream yields to an upstream task only when nothing between can feed it", () => {
+    // a has blocks and no worker; c idles while b, between them, has blocks or runs some.
+    assert.equal(yieldable(view({ available: [9, 4, 0] }), DESCENDANTS, A, C, 2, true), 0);
+    assert.equal(yieldable(view({ processing: [0, 3, 0] }), DESCENDANTS, A, C, 2, true), 0);
+    // b and c both idle, waiting on a: both make room (else nothing could ever run).
+    const stalled = view({ available: [9, 0, 0] });
+    assert.equal(yieldable(stalled, DESCENDANTS, A, B, 2, true), 2);
+    assert.equal(yieldable(stalled, DESCENDANTS, A, C, 2, true), 2);
+  });
+
+  it("without the preference, or for a task not downstream, every idle executor with nothing ready goes", () => {
+    const v = view({ available: [0, 0, 0], preferDownstream: false });
+    assert.equal(yieldable(v, DESCENDANTS, B, C, 2, false), 2);
+    assert.equal(yieldable(view({}), DESCENDANTS, C, A, 2, false), 2, "a is upstream of c");
+  });
+});
