@@ -7,7 +7,19 @@
  * Also what pacing a temporary task to its readers asks of them (`readersLack`).
  */
 
-import type { ExecutorPoolOptions } from "./executor_pool.ts";
+import type { DependencyGraph } from "../graph/mod.ts";
+import type { Scheduler } from "../schedule/mod.ts";
+import type { BlockSource } from "./block_source.ts";
+import type { TaskRuntime } from "./task_runtime.ts";
+
+/** What pacing a temporary task reads of the run (the executor pool's options). */
+export interface PacingContext {
+  readonly preferDownstream?: boolean;
+  readonly tasks: readonly TaskRuntime[];
+  readonly graph: DependencyGraph;
+  readonly scheduler: Scheduler;
+  readonly source: BlockSource;
+}
 
 export interface BudgetView {
   /** Tasks reading each task's outputs. */
@@ -71,7 +83,7 @@ export function yieldable(
  * temporary, no preference, or no reader running).
  */
 export function readersLack(
-  o: Pick<ExecutorPoolOptions, "preferDownstream" | "tasks" | "graph" | "scheduler" | "source">,
+  o: PacingContext,
   t: number,
 ): number | null {
   if (o.preferDownstream !== true || !o.tasks[t]!.config.temporary) return null;
