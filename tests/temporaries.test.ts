@@ -16,6 +16,17 @@ import { all as ALL, chain, endState, files, onDisk, TASKS } from "./fixtures/te
 
 const newDir = scratchDirs("temporaries");
 
+/** A rerun runs nothing, and finds every block of `task` deleted (none present, none rebuilt). */
+async function assertRerunDeletedOnly(dir: string, file: string, task: string): Promise<void> {
+  const again = await run(dir, file);
+  assert.equal(again.code, 0, describeRun(again));
+  assert.deepEqual(ran(dir), [], "nothing runs, although every temporary output is gone");
+  assert.match(
+    again.stderr,
+    new RegExp(`Task "${task}": outputs reconciled: 0 recorded and present, 8 deleted temporaries`),
+  );
+}
+
 describe("temporary intermediates", () => {
   it("free b, c and d block by block; e and f complete; a rerun runs nothing", async () => {
     const dir = newDir("chain");
@@ -47,13 +58,7 @@ describe("temporary intermediates", () => {
     assert.equal(b["present_blocks"], 0);
     assert.equal(b["temporary"], true);
     assert.ok((b["deleted_bytes"] as number) > 0);
-    const again = await run(dir, file);
-    assert.equal(again.code, 0, describeRun(again));
-    assert.deepEqual(ran(dir), [], "nothing runs, although every temporary output is gone");
-    assert.match(
-      again.stderr,
-      /Task "b": outputs reconciled: 0 recorded and present, 8 deleted temporaries/,
-    );
+    await assertRerunDeletedOnly(dir, file, "b");
   });
 
   it("a forced reader regenerates exactly the temporary blocks it reads, recursively, and frees them again", async () => {
@@ -188,13 +193,7 @@ describe("temporary intermediates", () => {
     // Tombstones are written without waiting for the disk: a power cut may keep the removal
     // of the files and lose them. The commit records then name files that are gone.
     filterManifest(dir, "c", (r) => r.t !== "tombstone");
-    const lost = await run(dir, file);
-    assert.equal(lost.code, 0, describeRun(lost));
-    assert.deepEqual(ran(dir), [], "nothing is rebuilt");
-    assert.match(
-      lost.stderr,
-      /Task "c": outputs reconciled: 0 recorded and present, 8 deleted temporaries/,
-    );
+    await assertRerunDeletedOnly(dir, file, "c");
     assert.equal(manifest(dir, "c").filter((r) => r.t === "tombstone").length, 8, "written again");
     // A live temporary file removed by hand: the block counts as deleted (not missing), and a
     // reader that still has to run gets it regenerated first.

@@ -91,10 +91,10 @@ export function reconcileTask(
     // A temporary block whose files are gone was deleted: its tombstone is written without
     // waiting for the disk (a crash may lose it after the files went), and one deleted by hand
     // is no different. Never a rebuild: regenerated only if a reader that runs needs it.
-    const deleted = entry.state === "tombstoned" ||
-      (entry.state === "committed" && task.temporary &&
-        files.some((f) => f.file === null || !sizeMatches(f.file, f.size)));
-    if (deleted) {
+    const gone = entry.state === "committed"
+      ? files.find((f) => f.file === null || !sizeMatches(f.file, f.size))
+      : undefined;
+    if (entry.state === "tombstoned" || (gone !== undefined && task.temporary)) {
       // A deleted temporary: done, its hash kept; files a kill left behind go now.
       tombstoned++;
       if (entry.state !== "tombstoned") {
@@ -114,7 +114,6 @@ export function reconcileTask(
       continue;
     }
     if (entry.state === "committed") {
-      const gone = files.find((f) => f.file === null || !sizeMatches(f.file, f.size));
       if (gone === undefined) {
         present++;
         for (const f of files) expected.add(f.file!);
