@@ -17,6 +17,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { forEachLine } from "../runtime/file_scan.ts";
 import { fsyncAsync } from "../runtime/fs_sync.ts";
 
 export const MANIFEST_FILE = "manifest.jsonl";
@@ -87,63 +88,67 @@ export function serializeRecord(r: ManifestRecord): string {
   },"recipe":${r.recipe},"seconds":${r.seconds},"at":${JSON.stringify(r.at)}}`;
 }
 
-/** A plain commit record (half of every manifest) without the JSON parser, or null. */
-function parseCommit(line: string): ManifestRecord | null {
-  if (!line.startsWith(COMMIT_PREFIX) || !line.endsWith("]}")) return null;
-  const index = line.slice(COMMIT_PREFIX.length, -2).split(",").map(Number);
-  return index.every(Number.isInteger) ? { t: "commit", index } : null;
-}
-
 /** Read a store's manifest (missing: empty). */
 export function readManifest(storeDir: string): ManifestContents {
-  const file = path.join(storeDir, MANIFEST_FILE);
-  let text: string;
-  try {
-    text = fs.readFileSync(file, "utf8");
-  } catch (error) {
-    if ((error as { code?: string }).code === "ENOENT") {
-      return { blocks: new Map(), unreadable: 0, lines: 0, nondeterministic: false };
-    }
-    throw error;
-  }
-  const blocks = new Map<string, BlockEntry>();
+  // Entries are updated in place: a later record about a block supersedes an earlier one.
+  const blocks = new Map<string, { -readonly [K in keyof BlockEntry]: BlockEntry[K] }>();
   let unreadable = 0;
   let lines = 0;
   let nondeterministic = false;
-  for (const line of text.split("\n")) {
-    if (line === "") continue;
+  const settle = (key: string, state: BlockEntry["state"], adopted: boolean) => {
+    const before = blocks.get(key);
+    if (before === undefined) {
+      // A commit without its intent says nothing; a drop or tombstone alone keeps no files.
+      if (state !== "committed") blocks.set(key, { intent: null, state, adopted: false });
+    } else if (state !== "committed" || before.intent !== null) {
+      before.state = state;
+      before.adopted = adopted;
+    }
+  };
+  forEachLine(path.join(storeDir, MANIFEST_FILE), (line) => {
+    if (line === "") return;
     lines++;
+    // A plain commit record (half of every manifest), without the JSON parser: its index text
+    // is the block's key as it stands.
+    if (line.startsWith(COMMIT_PREFIX) && line.endsWith("]}")) {
+      const key = line.slice(COMMIT_PREFIX.length, -2);
+      if (/^-?\d+(,-?\d+)*$/.test(key)) {
+        settle(key, "committed", false);
+        return;
+      }
+    }
     let record: ManifestRecord;
     try {
-      record = parseCommit(line) ?? JSON.parse(line) as ManifestRecord;
+      record = JSON.parse(line) as ManifestRecord;
     } catch {
       unreadable++;
-      continue;
+      return;
     }
     if (typeof record !== "object" || record === null || !Array.isArray(record.index)) {
       unreadable++;
-      continue;
+      return;
     }
     const key = indexKey(record.index);
-    const before = blocks.get(key);
     switch (record.t) {
-      case "intent":
-        blocks.set(key, { intent: record, state: "intended", adopted: false });
-        break;
-      case "commit":
-        if (before?.intent != null) {
-          blocks.set(key, {
-            intent: before.intent,
-            state: "committed",
-            adopted: record.adopted === true,
-          });
+      case "intent": {
+        const before = blocks.get(key);
+        if (before === undefined) {
+          blocks.set(key, { intent: record, state: "intended", adopted: false });
+        } else {
+          before.intent = record;
+          before.state = "intended";
+          before.adopted = false;
         }
         break;
+      }
+      case "commit":
+        settle(key, "committed", record.adopted === true);
+        break;
       case "drop":
-        blocks.set(key, { intent: before?.intent ?? null, state: "dropped", adopted: false });
+        settle(key, "dropped", false);
         break;
       case "tombstone":
-        blocks.set(key, { intent: before?.intent ?? null, state: "tombstoned", adopted: false });
+        settle(key, "tombstoned", false);
         break;
       case "nondeterministic":
         nondeterministic = true;
@@ -151,7 +156,7 @@ export function readManifest(storeDir: string): ManifestContents {
       default:
         unreadable++;
     }
-  }
+  });
   return { blocks, unreadable, lines, nondeterministic };
 }
 

@@ -25,6 +25,7 @@ import {
   OUTPUTS_PRESENT,
   type TrackingStore,
 } from "../tracking/store.ts";
+import { A_FOLDER, listFolder, pathSize } from "../runtime/file_scan.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
@@ -217,12 +218,8 @@ function setContent(store: ReconcileStore, cell: number, intent: IntentRecord): 
 }
 
 function sizeMatches(file: string, size: number): boolean {
-  try {
-    const stat = fs.statSync(file);
-    return stat.isFile() ? stat.size === size : stat.isDirectory();
-  } catch {
-    return false;
-  }
+  const found = pathSize(file);
+  return found === A_FOLDER || found === size;
 }
 
 /** Remove every staging folder of this task under its outputs; returns how many block folders went. */
@@ -295,26 +292,22 @@ function unexpectedFiles(
     const pattern = outputPattern(plan);
     const depth = plan.kind === "path" ? plan.relative.split("/").length : 64;
     const visit = (dir: string, rel: string, level: number) => {
-      let entries: fs.Dirent[];
-      try {
-        entries = fs.readdirSync(dir, { withFileTypes: true });
-      } catch {
-        return;
-      }
+      const entries = listFolder(dir);
+      if (entries === null) return;
       for (const e of entries) {
         if (++seen > UNEXPECTED_LIMIT) return;
         if (level === 0 && e.name === STAGING_FOLDER) continue;
         const sub = rel === "" ? e.name : `${rel}/${e.name}`;
         const full = dir.endsWith(path.sep) ? dir + e.name : dir + path.sep + e.name;
         // A chunk key names a file; the folders on its way (c, c/0) are walked through.
-        if (pattern.test(sub) && (plan.kind === "path" || !e.isDirectory())) {
-          if (!expected.has(full) && !(e.isDirectory() && hasExpectedBelow(full, expected))) {
+        if (pattern.test(sub) && (plan.kind === "path" || !e.folder)) {
+          if (!expected.has(full) && !(e.folder && hasExpectedBelow(full, expected))) {
             count++;
             if (examples.length < 3) examples.push(full);
           }
           continue;
         }
-        if (e.isDirectory() && level + 1 < depth) visit(full, sub, level + 1);
+        if (e.folder && level + 1 < depth) visit(full, sub, level + 1);
       }
     };
     visit(plan.base, "", 0);
