@@ -667,6 +667,41 @@ describe("run loop: asynchronous check", () => {
 });
 
 describe("run loop: asynchronous completion", () => {
+  it("hands an idle reader the blocks a group of commits released in one batch, not one by one", async () => {
+    const commits: Deferred<void>[] = [];
+    const sink: CompletionSink = {
+      done(_report: BlockReport): Promise<void> {
+        const d = deferred<void>();
+        commits.push(d);
+        return d.promise;
+      },
+      failed() {},
+    };
+    const rig = RunRig.start([
+      linearTask("a", 8),
+      linearTask("b", 8, { upstream: ["a"], maxWorkers: 1 }),
+    ], { sink, initialWindow: 8 });
+    const a = rig.only("a");
+    a.becomeReady();
+    a.succeed(8);
+    assert.equal(commits.length, 8);
+    // b's executor is started by a first commit, then waits idle for the rest of the group.
+    commits[0]!.resolve();
+    await rig.settle();
+    const b = rig.only("b");
+    b.becomeReady();
+    assert.deepEqual(b.batches.map((batch) => batch.length), [1]);
+    b.succeed(1);
+    // The group commit settles the other seven at once: one batch of seven.
+    for (const d of commits.slice(1)) d.resolve();
+    await rig.settle();
+    assert.deepEqual(b.batches.map((batch) => batch.length), [1, 7]);
+    b.succeed(7);
+    for (const d of commits.slice(8)) d.resolve();
+    const result = await rig.finished();
+    assert.equal(result.outcome, "complete");
+  });
+
   it("keeps a block processing until its commit settles, releases its downstream only then, and fails the attempt when the commit is rejected", async () => {
     const commits: Deferred<void>[] = [];
     const sink: CompletionSink = {
