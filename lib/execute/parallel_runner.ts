@@ -306,10 +306,8 @@ export class ParallelRun implements ExecutorEvents {
   }
 
   /**
-   * One pump for the commits that settle together. A group commit resolves a promise per block;
-   * pumping after each one handed an idle downstream executor the one block each had just
-   * released (in `bench/temporary.ts`, readers starved of input got 2,100 messages of two blocks
-   * for 4,096 blocks). The pump runs once the promises settled in this turn have run.
+   * One pump for the commits that settle together (a group commit resolves a promise per block):
+   * a pump after each handed an idle reader one block per message (docs/design/WORKERS.md).
    */
   #pumpAfterSettled(): void {
     if (this.#settledPumpDue) return;
