@@ -14,6 +14,20 @@ import type { BlockReport, CompletionSink } from "../lib/execute/mod.ts";
 import type { FakeExecutor } from "./fixtures/fake_executor.ts";
 import { type Deferred, deferred, linearTask, RunRig } from "./fixtures/run_rig.ts";
 
+/** A completion sink whose commits settle when the test says: one deferred per block, in order. */
+function deferredCommits(): { sink: CompletionSink; commits: Deferred<void>[] } {
+  const commits: Deferred<void>[] = [];
+  const sink: CompletionSink = {
+    done(_report: BlockReport): Promise<void> {
+      const d = deferred<void>();
+      commits.push(d);
+      return d.promise;
+    },
+    failed() {},
+  };
+  return { sink, commits };
+}
+
 const positions = (e: FakeExecutor, batch: number): number[] =>
   e.batches[batch]!.map((b) => b.position);
 
@@ -307,17 +321,8 @@ describe("run loop: stopping with work outside executors", () => {
   });
 
   it("waits for a commit that settles after the stop and counts its block", async () => {
-    const commits: Deferred<void>[] = [];
-    const rig = RunRig.start([linearTask("a", 3)], {
-      sink: {
-        done() {
-          const d = deferred<void>();
-          commits.push(d);
-          return d.promise;
-        },
-        failed() {},
-      },
-    });
+    const { sink, commits } = deferredCommits();
+    const rig = RunRig.start([linearTask("a", 3)], { sink });
     const e = rig.only("a");
     e.becomeReady();
     e.succeed(1);
@@ -668,15 +673,7 @@ describe("run loop: asynchronous check", () => {
 
 describe("run loop: asynchronous completion", () => {
   it("hands an idle reader the blocks a group of commits released in one batch, not one by one", async () => {
-    const commits: Deferred<void>[] = [];
-    const sink: CompletionSink = {
-      done(_report: BlockReport): Promise<void> {
-        const d = deferred<void>();
-        commits.push(d);
-        return d.promise;
-      },
-      failed() {},
-    };
+    const { sink, commits } = deferredCommits();
     const rig = RunRig.start([
       linearTask("a", 8),
       linearTask("b", 8, { upstream: ["a"], maxWorkers: 1 }),
@@ -703,15 +700,7 @@ describe("run loop: asynchronous completion", () => {
   });
 
   it("keeps a block processing until its commit settles, releases its downstream only then, and fails the attempt when the commit is rejected", async () => {
-    const commits: Deferred<void>[] = [];
-    const sink: CompletionSink = {
-      done(_report: BlockReport): Promise<void> {
-        const d = deferred<void>();
-        commits.push(d);
-        return d.promise;
-      },
-      failed() {},
-    };
+    const { sink, commits } = deferredCommits();
     const rig = RunRig.start([
       linearTask("a", 2, { maxRetries: 1 }),
       linearTask("b", 2, { upstream: ["a"] }),
