@@ -139,6 +139,8 @@ export class Temporaries {
 
   /** Whether every temporary block `task`/`position` reads has its outputs in place. */
   inputsPresent(task: number, position: number): string | null {
+    // Counted at the start: what it reads was regenerated or is held for it.
+    if (this.#mayRun[task]![position] !== 0) return null;
     let missing: string | null = null;
     this.#o.graph.forEachUpstream(task, position, (u, p) => {
       if (missing !== null || u === task) return;
@@ -361,28 +363,39 @@ export class Temporaries {
     const { pipeline, graph } = this.#o;
     const layouts = graph.layouts;
     this.#mayRun = layouts.map((l) => new Uint8Array(l.blockCount));
+    // Blocks not marked yet, per task: once a task's downstream tasks are all marked (a first
+    // run: every block is certain), flooding from its blocks can mark nothing more.
+    const unmarked = layouts.map((l) => l.blockCount);
     const stack: number[] = [];
     for (const t of graph.dag.order) {
       for (let p = 0; p < layouts[t]!.blockCount; p++) {
         if (this.#o.certain(t, p)) {
           this.#mayRun[t]![p] = 1;
+          unmarked[t]!--;
           stack.push(t, p);
         }
       }
     }
+    const downstream = graph.dag.downstream;
     while (stack.length > 0) {
       const p = stack.pop()!;
       const t = stack.pop()!;
+      if (downstream[t]!.every((d) => unmarked[d] === 0)) continue;
       graph.forEachDownstream(t, p, (d, q) => {
         if (d === t || this.#mayRun[d]![q] === 1) return;
         this.#mayRun[d]![q] = 1;
+        unmarked[d]!--;
         stack.push(d, q);
       });
     }
     // Deleted temporary blocks that a block which may run reads: regenerate them (and what
-    // they read in turn).
+    // they read in turn). Nothing to look for when no temporary block is deleted.
     const ask: number[] = [];
+    const anyDeleted = this.#tasks.some((m) =>
+      m !== null && m.store.provenance!.outputs.includes(OUTPUTS_DELETED)
+    );
     pipeline.tasks.forEach((_, t) => {
+      if (!anyDeleted || !graph.dag.upstream[t]!.some((u) => this.#tasks[u] !== null)) return;
       for (let p = 0; p < layouts[t]!.blockCount; p++) {
         if (this.#mayRun[t]![p] === 1) ask.push(t, p);
       }
@@ -416,7 +429,8 @@ export class Temporaries {
       for (let p = 0; p < layout.blockCount; p++) {
         const cell = layout.trackingCellOf(p);
         if (cell < 0) continue;
-        const entry = entries.get(indexKey(layout.gridIndexOf(p)));
+        // A first run has no manifest entries: no key to build for each block.
+        const entry = entries.size === 0 ? undefined : entries.get(indexKey(layout.gridIndexOf(p)));
         if (entry?.intent != null) contents.set(p, entry.intent.content);
         const state = m.store.provenance!.outputs[cell];
         if (state === OUTPUTS_DELETED) {
