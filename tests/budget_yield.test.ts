@@ -7,7 +7,13 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { type BudgetView, descendantsOf, yieldable } from "../lib/execute/budget_yield.ts";
+import {
+  type BudgetView,
+  descendantsOf,
+  type PacingContext,
+  readersLack,
+  yieldable,
+} from "../lib/execute/budget_yield.ts";
 
 const A = 0;
 const B = 1;
@@ -70,5 +76,52 @@ describe("budget yield", () => {
     const v = view({ available: [0, 0, 0], preferDownstream: false });
     assert.equal(yieldable(v, DESCENDANTS, B, C, 2, false), 2);
     assert.equal(yieldable(view({}), DESCENDANTS, C, A, 2, false), 2, "a is upstream of c");
+  });
+
+  describe("what a temporary task's readers lack", () => {
+    /** b temporary, read by c with two workers, each holding `inFlight` of a `window`. */
+    function pacing(o: {
+      available: number;
+      inFlight: number[];
+      window: number;
+      running?: boolean;
+      temporary?: boolean;
+    }): PacingContext {
+      const task = (
+        temporary: boolean,
+        executors: { inFlight: { size: number }; window: number }[],
+      ) => ({
+        config: { temporary, maxWorkers: 2 },
+        executors: new Set(executors),
+      });
+      const readers = o.inFlight.map((size) => ({ inFlight: { size }, window: o.window }));
+      return {
+        preferDownstream: true,
+        tasks: [task(false, []), task(o.temporary ?? true, []), task(false, readers)],
+        graph: { dag: { downstream: DOWNSTREAM } },
+        scheduler: { isRunning: (t: number) => t !== C || (o.running ?? true) },
+        source: { available: (t: number) => (t === C ? o.available : 0) },
+      } as unknown as PacingContext;
+    }
+
+    it("asks for half a window per worker beyond what the workers hold, plus two blocks each", () => {
+      // wanted: 2 per worker (4) + half of each 40-block window (40) = 44
+      // queued: 10 ready + all but one block each worker holds (19 + 19) = 48
+      assert.equal(readersLack(pacing({ available: 10, inFlight: [20, 20], window: 40 }), B), -4);
+      // Workers half empty with nothing ready: 44 - 18 = 26 blocks lacking.
+      assert.equal(readersLack(pacing({ available: 0, inFlight: [10, 10], window: 40 }), B), 26);
+      assert.equal(readersLack(pacing({ available: 0, inFlight: [0, 0], window: 40 }), B), 44);
+    });
+
+    it("does not pace a task that is not temporary, or whose readers are not running", () => {
+      assert.equal(
+        readersLack(pacing({ available: 0, inFlight: [0, 0], window: 40, temporary: false }), B),
+        null,
+      );
+      assert.equal(
+        readersLack(pacing({ available: 0, inFlight: [0, 0], window: 40, running: false }), B),
+        null,
+      );
+    });
   });
 });

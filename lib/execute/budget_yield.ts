@@ -91,12 +91,13 @@ export function readersLack(
   for (const d of o.graph.dag.downstream[t]!) {
     if (!o.scheduler.isRunning(d)) continue;
     const task = o.tasks[d]!;
-    // What its workers will ask for next: a window each (at least two blocks per worker).
+    // What its workers will ask for next: half a window each, since a worker is sent blocks
+    // once half its window is free (at least two blocks per worker).
     let wanted = 2 * task.config.maxWorkers;
     let queued = o.source.available(d);
     for (const e of task.executors) {
       queued += Math.max(0, e.inFlight.size - 1);
-      wanted += e.window;
+      wanted += Math.ceil(e.window / 2);
     }
     lack = Math.max(lack, wanted - queued);
   }
