@@ -14,7 +14,7 @@
  * filesystem matters, e.g. ext4 without a journal slows every file creation after many
  * deletions (its allocator skips recently deleted inodes one by one), tmpfs does not.
  *
- *   npx bun bench/temporary.ts [--side 16] [--repetitions 5] [--budget] [--dir DIR]
+ *   npx bun bench/temporary.ts [--side 16] [--repetitions 8] [--budget] [--dir DIR]
  */
 
 import { spawnSync } from "node:child_process";
@@ -32,7 +32,7 @@ const arg = (name: string, fallback: number) => {
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
 const side = arg("--side", 16);
-const repetitions = arg("--repetitions", 5);
+const repetitions = arg("--repetitions", 8);
 /** `--budget`: 2 workers in all (`--resources cpu=2`); default: 2 workers per task, sharing the cores. */
 const budget = process.argv.includes("--budget");
 const BLOCK = 8;
