@@ -26,6 +26,7 @@ import { crashPoint } from "./crash_points.ts";
 import type { ManifestFile, ManifestWriter } from "./manifest.ts";
 import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
+import { blocksThatMayRun } from "./may_run.ts";
 import { finalLocation } from "./staging.ts";
 import { bytesOf, removeOutput } from "./temporary_files.ts";
 
@@ -362,32 +363,7 @@ export class Temporaries {
   #start(): void {
     const { pipeline, graph } = this.#o;
     const layouts = graph.layouts;
-    this.#mayRun = layouts.map((l) => new Uint8Array(l.blockCount));
-    // Blocks not marked yet, per task: once a task's downstream tasks are all marked (a first
-    // run: every block is certain), flooding from its blocks can mark nothing more.
-    const unmarked = layouts.map((l) => l.blockCount);
-    const stack: number[] = [];
-    for (const t of graph.dag.order) {
-      for (let p = 0; p < layouts[t]!.blockCount; p++) {
-        if (this.#o.certain(t, p)) {
-          this.#mayRun[t]![p] = 1;
-          unmarked[t]!--;
-          stack.push(t, p);
-        }
-      }
-    }
-    const downstream = graph.dag.downstream;
-    while (stack.length > 0) {
-      const p = stack.pop()!;
-      const t = stack.pop()!;
-      if (downstream[t]!.every((d) => unmarked[d] === 0)) continue;
-      graph.forEachDownstream(t, p, (d, q) => {
-        if (d === t || this.#mayRun[d]![q] === 1) return;
-        this.#mayRun[d]![q] = 1;
-        unmarked[d]!--;
-        stack.push(d, q);
-      });
-    }
+    this.#mayRun = blocksThatMayRun(graph, this.#o.certain);
     // Deleted temporary blocks that a block which may run reads: regenerate them (and what
     // they read in turn). Nothing to look for when no temporary block is deleted.
     const ask: number[] = [];
