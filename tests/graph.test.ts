@@ -13,6 +13,7 @@ import {
   DagError,
   type DagInput,
   DependencyGraph,
+  PositionList,
 } from "../lib/graph/mod.ts";
 import { Scheduler } from "../lib/schedule/mod.ts";
 
@@ -360,6 +361,9 @@ describe("inter-task dependencies (§4.4)", () => {
   });
 
   it("is exactly 'the upstream write ROI overlaps the downstream read ROI' for every fit", () => {
+    // Starts smaller than some boxes: the list grows.
+    const list = new PositionList();
+    list.positions = new Float64Array(1);
     for (const upFit of ["valid", "overhang", "shrink"] as const) {
       for (const downFit of ["valid", "overhang", "shrink"] as const) {
         const g = graphOf([
@@ -392,6 +396,24 @@ describe("inter-task dependencies (§4.4)", () => {
             `${upFit}->${downFit} block ${dp}`,
           );
           for (const up of expected) assert.ok(has(g.downstreamOf(0, up), 1, dp));
+          g.upstreamBlocksOf(1, dp, 0, list);
+          assert.deepEqual(
+            [...list.positions.subarray(0, list.length)].sort((a, b) => a - b),
+            expected,
+            `upstreamBlocksOf ${upFit}->${downFit} block ${dp}`,
+          );
+        }
+        for (const up of u.allPositions()) {
+          const readers: number[] = [];
+          for (const dp of d.allPositions()) {
+            if (overlaps(u.writeRoiOf(up), d.readRoiOf(dp))) readers.push(dp);
+          }
+          g.downstreamBlocksOf(0, up, 1, list);
+          assert.deepEqual(
+            [...list.positions.subarray(0, list.length)].sort((a, b) => a - b),
+            readers.sort((a, b) => a - b),
+            `downstreamBlocksOf ${upFit}->${downFit} block ${up}`,
+          );
         }
       }
     }

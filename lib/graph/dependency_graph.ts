@@ -6,7 +6,14 @@
  */
 
 import { type BlockId, compareBlockIds, type TaskLayout } from "../blocks/mod.ts";
-import { boxSize, downstreamBox, forEachInBox, upstreamBox } from "./inter_task.ts";
+import {
+  boxSize,
+  collectBox,
+  downstreamBox,
+  forEachInBox,
+  type PositionList,
+  upstreamBox,
+} from "./inter_task.ts";
 import type { TaskDag } from "./pipeline_dag.ts";
 
 export interface BlockRef {
@@ -62,6 +69,7 @@ export class DependencyGraph {
   readonly #visitScratch: Scratch[];
   #visitDepth = 0;
   readonly #countScratch: Scratch;
+  readonly #listScratch: Scratch;
   readonly #sortIds: BlockId[] = [];
 
   constructor(dag: TaskDag, layouts: readonly TaskLayout[]) {
@@ -82,6 +90,7 @@ export class DependencyGraph {
     this.#dims = dims;
     this.#visitScratch = [makeScratch(dims)];
     this.#countScratch = makeScratch(dims);
+    this.#listScratch = makeScratch(dims);
   }
 
   get taskCount(): number {
@@ -149,6 +158,29 @@ export class DependencyGraph {
       }
     }
     return n;
+  }
+
+  /**
+   * The blocks of upstream task `u` that block `position` of `task` reads, into `out` in
+   * row-major order. For callers that walk the blocks of a whole run: their loop over `out` stays
+   * monomorphic, where the visitor call of `forEachUpstream`, shared by every caller, does not
+   * (and its compiled code is thrown away and redone as callers add visitors).
+   */
+  upstreamBlocksOf(task: number, position: number, u: number, out: PositionList): void {
+    const s = this.#listScratch;
+    out.length = 0;
+    if (upstreamBox(this.layouts[task]!, position, this.layouts[u]!, s.coords, s.lo, s.hi)) {
+      collectBox(this.layouts[u]!, s.lo, s.hi, s.boxCoords, out);
+    }
+  }
+
+  /** The blocks of downstream task `d` that read block `position` of `task` (as above). */
+  downstreamBlocksOf(task: number, position: number, d: number, out: PositionList): void {
+    const s = this.#listScratch;
+    out.length = 0;
+    if (downstreamBox(this.layouts[task]!, position, this.layouts[d]!, s.coords, s.lo, s.hi)) {
+      collectBox(this.layouts[d]!, s.lo, s.hi, s.boxCoords, out);
+    }
   }
 
   /** Same-task upstream first (conflict order), then each upstream task's box in row-major order. */

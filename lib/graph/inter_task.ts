@@ -105,3 +105,36 @@ export function forEachInBox(
     if (d < 0) return;
   }
 }
+
+/** Positions of one task, reused from call to call (no garbage per call). */
+export class PositionList {
+  positions = new Float64Array(64);
+  length = 0;
+}
+
+/** Write every position in the box into `out`, in row-major order. */
+export function collectBox(
+  layout: TaskLayout,
+  lo: readonly number[],
+  hi: readonly number[],
+  coords: number[],
+  out: PositionList,
+): void {
+  const dims = layout.dims;
+  const n = boxSize(lo, hi, dims);
+  if (out.positions.length < n) {
+    out.positions = new Float64Array(Math.max(n, 2 * out.positions.length));
+  }
+  out.length = 0;
+  for (let d = 0; d < dims; d++) coords[d] = lo[d]!;
+  while (true) {
+    out.positions[out.length++] = layout.positionOf(coords);
+    let d = dims - 1;
+    for (; d >= 0; d--) {
+      coords[d]! += 1;
+      if (coords[d]! < hi[d]!) break;
+      coords[d] = lo[d]!;
+    }
+    if (d < 0) return;
+  }
+}

@@ -19,7 +19,7 @@
  * next run completes instead of moving the staleness one block further each run.
  */
 
-import type { DependencyGraph } from "../graph/mod.ts";
+import { type DependencyGraph, PositionList } from "../graph/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { OUTPUTS_DELETED, OUTPUTS_PRESENT, type TrackingStore } from "../tracking/store.ts";
 import { crashPoint } from "./crash_points.ts";
@@ -234,8 +234,25 @@ export class Temporaries {
     const mayRun = this.#mayRun[task]!;
     if (mayRun[position] !== 1) return;
     mayRun[position] = 2;
-    this.#o.graph.forEachUpstream(task, position, this.#countOff(task));
+    const { graph } = this.#o;
+    const read = this.#read;
+    for (const u of graph.dag.upstream[task]!) {
+      const m = this.#tasks[u] ?? null;
+      if (m === null) continue;
+      graph.upstreamBlocksOf(task, position, u, read);
+      for (let i = 0; i < read.length; i++) {
+        const p = read.positions[i]!;
+        const left = m.remaining[p]!;
+        if (left <= 0) continue;
+        m.remaining[p] = left - 1;
+        if (left === 1) this.#delete(m, p);
+      }
+    }
   }
+
+  /** Scratch lists of the blocks a block reads and of those that read it. */
+  readonly #read = new PositionList();
+  readonly #readers = new PositionList();
 
   /**
    * Delete what fell due: tombstones appended (their fsync off the run loop), then the files
@@ -299,22 +316,6 @@ export class Temporaries {
     crashPoint("temp:deleted");
   }
 
-  #visitTask = -1;
-  readonly #decrement = (u: number, p: number): void => {
-    if (u === this.#visitTask) return;
-    const m = this.#tasks[u] ?? null;
-    if (m === null) return;
-    const left = m.remaining[p]!;
-    if (left <= 0) return;
-    m.remaining[p] = left - 1;
-    if (left === 1) this.#delete(m, p);
-  };
-
-  #countOff(task: number): (u: number, p: number) => void {
-    this.#visitTask = task;
-    return this.#decrement;
-  }
-
   #delete(m: TempTask, position: number): void {
     if (this.#o.keep) return;
     this.#pending.push({ t: m, position });
@@ -329,9 +330,13 @@ export class Temporaries {
   /** Readers of a temporary block that will or may run in this run (the rest committed). */
   #readersToCome(task: number, position: number): number {
     let n = 0;
-    this.#o.graph.forEachDownstream(task, position, (d, p) => {
-      if (d !== task && this.#mayRun[d]![p] === 1) n++;
-    });
+    const { graph } = this.#o;
+    const readers = this.#readers;
+    for (const d of graph.dag.downstream[task]!) {
+      const mayRun = this.#mayRun[d]!;
+      graph.downstreamBlocksOf(task, position, d, readers);
+      for (let i = 0; i < readers.length; i++) if (mayRun[readers.positions[i]!] === 1) n++;
+    }
     return n;
   }
 
