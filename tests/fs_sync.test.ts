@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
-import { fsyncAsync, fsyncFileAsync, syncFilesystem } from "../lib/runtime/fs_sync.ts";
+import { fsyncAsync, fsyncFileAsync, removeAll, syncFilesystem } from "../lib/runtime/fs_sync.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 
 const newDir = scratchDirs("fs-sync");
@@ -44,5 +44,24 @@ describe("fs_sync", () => {
       fs.closeSync(fd);
     }
     await assert.rejects(fsyncFileAsync(path.join(dir, "gone.bin")), /ENOENT/);
+  });
+
+  it("removeAll removes files and folders, takes a missing one as removed, and names each failure", async () => {
+    const dir = newDir("remove");
+    const files = Array.from({ length: 300 }, (_, i) => path.join(dir, `f${i}.bin`));
+    for (const f of files) fs.writeFileSync(f, "x");
+    const folder = path.join(dir, "folder");
+    fs.mkdirSync(path.join(folder, "inner"), { recursive: true });
+    fs.writeFileSync(path.join(folder, "inner", "z.bin"), "z");
+    // A path under a file cannot be removed (ENOTDIR): reported, and the others still go.
+    const kept = path.join(dir, "kept.bin");
+    fs.writeFileSync(kept, "k");
+    const impossible = path.join(kept, "under-a-file");
+    const missing = path.join(dir, "never-made.bin");
+    const errors = await removeAll([impossible, ...files, folder, missing]);
+    assert.match(String(errors[0]?.message), /ENOTDIR|not a directory/);
+    assert.deepEqual(errors.slice(1), new Array(files.length + 2).fill(null));
+    assert.deepEqual(fs.readdirSync(dir), ["kept.bin"]);
+    assert.deepEqual(await removeAll([]), []);
   });
 });

@@ -28,7 +28,7 @@ import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { blocksThatMayRun } from "./may_run.ts";
 import { finalLocation } from "./staging.ts";
-import { bytesOf, removeOutput } from "./temporary_files.ts";
+import { bytesOf, removeOutputs } from "./temporary_files.ts";
 
 /** What the progress line and the summary show of a temporary task. */
 export interface TemporaryStats {
@@ -297,15 +297,15 @@ export class Temporaries {
       })));
     }
     crashPoint("temp:tombstoned");
-    // Removed off the run loop (the I/O threads), a file at a time; a folder output goes whole.
-    const removals: Promise<void>[] = [];
+    // Removed off the run loop, the whole batch in one request; a folder output goes whole.
+    const removals: string[] = [];
     for (const { t, position } of batch) {
       for (const [output, rel] of t.files.get(position) ?? []) {
         const plan = t.plans.find((p) => p.name === output);
-        if (plan !== undefined) removals.push(removeOutput(finalLocation(plan, rel)));
+        if (plan !== undefined) removals.push(finalLocation(plan, rel));
       }
     }
-    await Promise.all(removals);
+    await removeOutputs(removals);
     for (const { t, position } of batch) {
       const files = t.files.get(position) ?? [];
       this.#live(t, files, -1);

@@ -1,18 +1,12 @@
 /** A temporary block's committed files: their bytes, and their removal once no reader needs them. */
 
-import * as fs from "node:fs";
+import { removeAll } from "../runtime/fs_sync.ts";
 import type { ManifestFile } from "./manifest.ts";
 
-/** Remove a committed output file (or folder); one already gone is fine. */
-export async function removeOutput(location: string): Promise<void> {
-  try {
-    await fs.promises.unlink(location);
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    if (code === "ENOENT") return;
-    if (code !== "EISDIR" && code !== "EPERM") throw error;
-    await fs.promises.rm(location, { recursive: true, force: true });
-  }
+/** Remove committed output files (or folders); ones already gone are fine. */
+export async function removeOutputs(locations: readonly string[]): Promise<void> {
+  const failed = (await removeAll(locations)).find((e) => e !== null);
+  if (failed != null) throw failed;
 }
 
 export function bytesOf(files: readonly ManifestFile[]): number {

@@ -35,7 +35,8 @@ export type HelperRequest =
     readonly to: readonly string[];
     /** Kill the process (SIGKILL) after this many renames: crash tests; -1 never. */
     readonly killAfter: number;
-  };
+  }
+  | { readonly id: number; readonly kind: "remove"; readonly paths: readonly string[] };
 
 interface HelperAnswer {
   readonly id: number;
@@ -44,7 +45,7 @@ interface HelperAnswer {
   readonly error?: string;
   /** The helper thread died before it answered. */
   readonly stopped?: boolean;
-  /** For renames: [index, message] of each rename that failed. */
+  /** For renames and removals: [index, message] of each one that failed. */
   readonly failures?: readonly (readonly [number, string])[];
 }
 
@@ -219,6 +220,64 @@ export async function renameAll(
 }
 
 /**
+ * Remove files (or folders), all of them on the rename helper thread in one message when it
+ * runs (deleting temporaries removes thousands of small files: a promise and an I/O-pool task
+ * each cost more than the unlink), else on the runtime's I/O threads. One already gone is
+ * fine. Resolves with the error of each removal that failed (null for the others).
+ */
+export async function removeAll(paths: readonly string[]): Promise<(Error | null)[]> {
+  const errors: (Error | null)[] = new Array(paths.length).fill(null);
+  if (paths.length === 0) return errors;
+  const ask = helperThread("rename");
+  if (ask !== null) {
+    const answer = await ask({ kind: "remove", paths });
+    if (answer.stopped !== true) {
+      for (const [i, message] of answer.failures ?? []) errors[i] = new Error(message);
+      return errors;
+    }
+  }
+  await Promise.all(paths.map(async (p, i) => {
+    try {
+      await fs.promises.unlink(p);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === "ENOENT") return;
+      if (!FOLDER_CODES.has(code)) {
+        errors[i] = error as Error;
+        return;
+      }
+      await fs.promises.rm(p, { recursive: true, force: true }).catch((e: Error) => {
+        errors[i] = e;
+      });
+    }
+  }));
+  return errors;
+}
+
+/**
+ * What unlinking a folder answers: EISDIR (Linux), EPERM (macOS), ENOTEMPTY (Deno, whose unlink
+ * removes an empty folder and refuses a full one). Such a path is removed as a tree.
+ */
+const FOLDER_CODES = new Set<string | undefined>(["EISDIR", "EPERM", "ENOTEMPTY"]);
+
+function removeNow(path: string): Error | null {
+  try {
+    fs.unlinkSync(path);
+    return null;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === "ENOENT") return null;
+    if (!FOLDER_CODES.has(code)) return error as Error;
+  }
+  try {
+    fs.rmSync(path, { recursive: true, force: true });
+    return null;
+  } catch (error) {
+    return error as Error;
+  }
+}
+
+/**
  * Answer the helper requests on this worker thread (workers/sync_worker.ts). A path that cannot
  * be opened is answered with the error; a failed `syncfs` with false (the caller then fsyncs its
  * files one by one).
@@ -233,6 +292,15 @@ export async function serveHelperRequests(scope: {
     const request = event.data;
     if (request.kind === "rename") {
       scope.postMessage({ id: request.id, ok: true, failures: renameInOrder(request) });
+      return;
+    }
+    if (request.kind === "remove") {
+      const failures: [number, string][] = [];
+      request.paths.forEach((p, i) => {
+        const error = removeNow(p);
+        if (error !== null) failures.push([i, error.message]);
+      });
+      scope.postMessage({ id: request.id, ok: true, failures });
       return;
     }
     const syncfs = await bound;
