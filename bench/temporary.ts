@@ -6,7 +6,8 @@
  *   - the peak bytes of B on disk as a fraction of B's total (budget: under 20 %), from the run's
  *     own accounting (`--events` run_end) and checked against the files left (none), and
  *   - the run's wall time against the same chain without `temporary` (budget: under 10 % slower):
- *     runs alternate, each temporary run is compared with the plain run just before it, and the
+ *     runs alternate, each temporary run is compared with the plain run next to it (before it,
+ *     then after it, in turn; each run's files are removed once it is measured), and the
  *     median of those ratios is the figure (a shared machine's speed drifts by more than 10 %
  *     from one minute to the next; neighbouring runs see the same machine).
  *
@@ -123,11 +124,16 @@ function run(temporary: boolean, label: string): Run {
     .find((e) => e.event === "run_end");
   const b = end.tasks.find((t: { task: string }) => t.task === "b");
   const bDir = path.join(root, "b");
-  return {
+  const result = {
     seconds,
     peakBytes: b.temporary?.peak_bytes ?? null,
     bFiles: fs.existsSync(bDir) ? fs.readdirSync(bDir).length : 0,
   };
+  // Each run starts from the same filesystem: files left by earlier runs (tens of thousands
+  // per pair) would make every later lookup and creation slower, and the later run of a pair
+  // pay more for them.
+  fs.rmSync(root, { recursive: true, force: true });
+  return result;
 }
 
 console.log(
@@ -138,8 +144,10 @@ console.log(
 const plain: number[] = [];
 const temp: Run[] = [];
 for (let i = 0; i < repetitions; i++) {
+  // Which of a pair runs first alternates, so neither always meets the machine a moment later.
+  if (i % 2 === 1) temp.push(run(true, `temp-${i}`));
   plain.push(run(false, `plain-${i}`).seconds);
-  temp.push(run(true, `temp-${i}`));
+  if (i % 2 === 0) temp.push(run(true, `temp-${i}`));
 }
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const total = side ** 3 * BYTES;
