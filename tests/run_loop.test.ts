@@ -219,6 +219,24 @@ describe("run loop: no hoarding", () => {
     assert.equal(rig.result.outcome, "complete");
   });
 
+  it("keeps the idle executor while a recall is unanswered, even if the sibling's queue runs down meanwhile", () => {
+    const rig = RunRig.start([linearTask("mixed", 400, { maxWorkers: 2 })]);
+    const [e0, e1] = rig.executors("mixed");
+    e0!.becomeReady();
+    e0!.succeed(1, 1e-5);
+    e1!.becomeReady();
+    e1!.succeed(1, 1e-5);
+    e1!.succeed(198, 1e-5);
+    assert.deepEqual(e0!.recalls, [false], "e0 is asked to hand back its unstarted blocks");
+    // The recall is on its way; e0 runs all but two of its blocks before it answers.
+    e0!.succeed(198, 1e-5);
+    assert.equal(e0!.held.length, 2);
+    assert.notEqual(e1!.state, "dead", "the idle executor waits for what the recall brings");
+    e0!.answerRecall();
+    assert.equal(e1!.held.length, 1, "the handed-back block goes to the idle executor");
+    assert.equal(rig.made("mixed").length, 2, "no executor is started to replace a retired one");
+  });
+
   it("handles a recall answered inside recall() (command slots answer at once)", () => {
     const rig = RunRig.start([linearTask("mixed", 400, { maxWorkers: 2 })], {
       answerRecallAtOnce: true,

@@ -62,6 +62,8 @@ export class ExecutorPool {
   #nextWorkerId = 0;
   readonly #descendants: readonly ReadonlySet<number>[];
   readonly #budgetView: BudgetView;
+  /** Executors asked by `rebalanceHeld` to hand back unstarted blocks, not answered yet. */
+  readonly #recalled = new Set<Executor>();
 
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
@@ -236,6 +238,7 @@ export class ExecutorPool {
     const t = executor.task;
     const task = this.#o.tasks[t]!;
     this.#draining.delete(executor);
+    this.#recalled.delete(executor);
     if (!task.executors.delete(executor)) return;
     executor.kill();
     if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
@@ -324,8 +327,9 @@ export class ExecutorPool {
       // A block whose asynchronous check has not answered may still need to run: retiring now
       // would start a new executor (and its setup) for it moments later.
       if (source.checking(t) > 0) return;
-      // Keep idle executors while a sibling holds unstarted blocks they can take over.
-      for (const e of task.executors) if (e.inFlight.size > 2) return;
+      // Keep idle executors while a sibling holds unstarted blocks they can take over, or was
+      // asked to hand them back and has not answered yet (they come back ready for them).
+      for (const e of task.executors) if (e.inFlight.size > 2 || this.#recalled.has(e)) return;
       for (const executor of [...task.executors]) {
         if (executor.inFlight.size === 0 && executor.state === "ready") {
           this.#retire(executor, "clean");
@@ -345,9 +349,16 @@ export class ExecutorPool {
       for (const e of task.executors) if (e.state === "ready" && e.inFlight.size === 0) idle = true;
       if (!idle) return;
       for (const executor of task.executors) {
-        if (executor.inFlight.size > 2) executor.recall();
+        if (executor.inFlight.size <= 2) continue;
+        this.#recalled.add(executor);
+        executor.recall();
       }
     });
+  }
+
+  /** An executor answered a recall (`returned`). */
+  recallAnswered(executor: Executor): void {
+    this.#recalled.delete(executor);
   }
 
   /** Another task waits for budget: stop executors of tasks with nothing ready to run. */
@@ -424,6 +435,7 @@ export class ExecutorPool {
   #retire(executor: Executor, exit: "clean" | "killed"): void {
     const task = this.#o.tasks[executor.task]!;
     this.#draining.delete(executor);
+    this.#recalled.delete(executor);
     if (!task.executors.delete(executor)) return;
     if (exit === "clean") executor.stop();
     else executor.kill();

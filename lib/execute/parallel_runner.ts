@@ -237,6 +237,7 @@ export class ParallelRun implements ExecutorEvents {
     this.#guard(() => {
       if (this.#finished) return;
       const violation = this.#intake.returned(executor, positions, count);
+      this.#pool.recallAnswered(executor);
       if (violation !== null) this.#pool.lost(executor, violation, true);
       this.#pump();
     });
