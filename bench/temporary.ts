@@ -7,8 +7,7 @@
  *     own accounting (`--events` run_end) and checked against the files left (none), and
  *   - the run's wall time against the same chain without `temporary` (budget: under 10 % slower):
  *     runs alternate, each temporary run is compared with the plain run next to it (before it,
- *     then after it, in turn; each run's files are removed once it is measured), and the
- *     median of those ratios is the figure (a shared machine's speed drifts by more than 10 %
+ *     then after it, in turn), and the median of those ratios is the figure (a shared machine's speed drifts by more than 10 %
  *     from one minute to the next; neighbouring runs see the same machine).
  *
  * `--dir DIR` puts the runs' files under DIR (default: the system's temporary folder): the
@@ -124,16 +123,14 @@ function run(temporary: boolean, label: string): Run {
     .find((e) => e.event === "run_end");
   const b = end.tasks.find((t: { task: string }) => t.task === "b");
   const bDir = path.join(root, "b");
-  const result = {
+  // The files stay until the end: removing tens of thousands of them between runs would make
+  // every later file creation slower on a journal-less ext4 (its inode allocator skips recently
+  // deleted inodes one by one), which is not what this measures.
+  return {
     seconds,
     peakBytes: b.temporary?.peak_bytes ?? null,
     bFiles: fs.existsSync(bDir) ? fs.readdirSync(bDir).length : 0,
   };
-  // Each run starts from the same filesystem: files left by earlier runs (tens of thousands
-  // per pair) would make every later lookup and creation slower, and the later run of a pair
-  // pay more for them.
-  fs.rmSync(root, { recursive: true, force: true });
-  return result;
 }
 
 console.log(
