@@ -219,14 +219,23 @@ describe("run loop: no hoarding", () => {
     assert.equal(rig.result.outcome, "complete");
   });
 
-  it("keeps the idle executor while a recall is unanswered, even if the sibling's queue runs down meanwhile", () => {
-    const rig = RunRig.start([linearTask("mixed", 400, { maxWorkers: 2 })]);
+  /**
+   * Two executors of 400 fast blocks: e0 takes 200 while e1 starts, e1 races through the other
+   * 198 and idles while e0 still holds 199 unstarted ones.
+   */
+  function siblingIdlesBesideHoarder(options: { answerRecallAtOnce?: boolean } = {}) {
+    const rig = RunRig.start([linearTask("mixed", 400, { maxWorkers: 2 })], options);
     const [e0, e1] = rig.executors("mixed");
     e0!.becomeReady();
     e0!.succeed(1, 1e-5);
     e1!.becomeReady();
     e1!.succeed(1, 1e-5);
     e1!.succeed(198, 1e-5);
+    return { rig, e0: e0!, e1: e1! };
+  }
+
+  it("keeps the idle executor while a recall is unanswered, even if the sibling's queue runs down meanwhile", () => {
+    const { rig, e0, e1 } = siblingIdlesBesideHoarder();
     assert.deepEqual(e0!.recalls, [false], "e0 is asked to hand back its unstarted blocks");
     // The recall is on its way; e0 runs all but two of its blocks before it answers.
     e0!.succeed(198, 1e-5);
@@ -238,15 +247,7 @@ describe("run loop: no hoarding", () => {
   });
 
   it("handles a recall answered inside recall() (command slots answer at once)", () => {
-    const rig = RunRig.start([linearTask("mixed", 400, { maxWorkers: 2 })], {
-      answerRecallAtOnce: true,
-    });
-    const [e0, e1] = rig.executors("mixed");
-    e0!.becomeReady();
-    e0!.succeed(1, 1e-5);
-    e1!.becomeReady();
-    e1!.succeed(1, 1e-5);
-    e1!.succeed(198, 1e-5);
+    const { e0, e1 } = siblingIdlesBesideHoarder({ answerRecallAtOnce: true });
     assert.deepEqual(e0!.recalls, [false]);
     assert.ok(e1!.held.length >= 99, `the idle executor got ${e1!.held.length} blocks`);
     assert.equal(e0!.held.length + e1!.held.length, 200);

@@ -83,6 +83,21 @@ export function boxSize(lo: readonly number[], hi: readonly number[], dims: numb
   return n;
 }
 
+/** Move `coords` to the next cell of the box in row-major order; false after the last one. */
+function nextInBox(
+  coords: number[],
+  lo: readonly number[],
+  hi: readonly number[],
+  dims: number,
+): boolean {
+  for (let d = dims - 1; d >= 0; d--) {
+    coords[d]! += 1;
+    if (coords[d]! < hi[d]!) return true;
+    coords[d] = lo[d]!;
+  }
+  return false;
+}
+
 /** Calls `visit` with every position in the box, in row-major order. */
 export function forEachInBox(
   layout: TaskLayout,
@@ -96,13 +111,7 @@ export function forEachInBox(
   for (let d = 0; d < dims; d++) coords[d] = lo[d]!;
   while (true) {
     visit(task, layout.positionOf(coords));
-    let d = dims - 1;
-    for (; d >= 0; d--) {
-      coords[d]! += 1;
-      if (coords[d]! < hi[d]!) break;
-      coords[d] = lo[d]!;
-    }
-    if (d < 0) return;
+    if (!nextInBox(coords, lo, hi, dims)) return;
   }
 }
 
@@ -129,12 +138,6 @@ export function collectBox(
   for (let d = 0; d < dims; d++) coords[d] = lo[d]!;
   while (true) {
     out.positions[out.length++] = layout.positionOf(coords);
-    let d = dims - 1;
-    for (; d >= 0; d--) {
-      coords[d]! += 1;
-      if (coords[d]! < hi[d]!) break;
-      coords[d] = lo[d]!;
-    }
-    if (d < 0) return;
+    if (!nextInBox(coords, lo, hi, dims)) return;
   }
 }
