@@ -1,20 +1,21 @@
 /**
  * Group commit of block outputs. A block's staged files were hashed by its worker; here, for
- * batches of blocks at once, each batch goes through four steps separated by three barriers
+ * batches of blocks at once, each batch goes through four steps separated by two barriers
  * (a barrier makes everything written before it durable: one `syncfs` per filesystem, else an
  * fsync of each file, folder and manifest concerned):
  *   1. an intent record per block (its files and hashes) is written to its task's manifest;
  *      barrier: the intents and the staged data are durable;
  *   2. every staged file (or folder) is renamed into place; barrier: the renames are durable;
- *   3. a commit record per block is written; barrier: the records are durable;
+ *   3. a commit record per block is written, durable with the next barrier (or the manifests'
+ *      fsync at the end): it only spares the next start from hashing the block's files;
  *   4. the blocks' promises resolve, so the ledger marks them done and their downstream blocks
  *      are released.
- * The steps are pipelined: one barrier serves three batches at once (the intents of the
- * newest, the renames of the one before, the commit records of the one before that), so a
- * barrier costs per batch, not per step, and a block is never reported done before its records
- * are durable. A crash at any step leaves what `reconcile` repairs: staged leftovers (swept), an
- * intent whose files are all in place with matching hashes (adopted), or one that is not
- * (rolled back and rebuilt).
+ * The steps are pipelined: one barrier serves two batches at once (the intents of the newest,
+ * the renames of the one before), so a barrier costs per batch, not per step, and a block is
+ * never reported done before its intent and its files are durable. A crash at any step leaves
+ * what `reconcile` repairs: staged leftovers (swept), an intent whose files are all in place
+ * with matching hashes (adopted: this is also a done block whose commit record was lost), or
+ * one that is not (rolled back and rebuilt).
  */
 
 import * as fs from "node:fs";
@@ -80,8 +81,6 @@ export class OutputCommitter {
   /** The renames in progress (at most one batch at a time), and their outcome once known. */
   #renaming: Promise<void> | null = null;
   #renamed: Renamed | null = null;
-  /** Blocks whose commit records were written, waiting for the barrier that makes them durable. */
-  #recorded: Pending[] = [];
   /** Manifests written since the last barrier. */
   readonly #written = new Set<ManifestWriter>();
 
@@ -89,7 +88,7 @@ export class OutputCommitter {
     this.#runId = runId;
   }
 
-  /** Commit one block's outputs; resolves once they are in place and recorded durably. */
+  /** Commit one block's outputs; resolves once its intent and its renames are durable. */
   commit(request: CommitRequest): Promise<void> {
     return new Promise((resolve, reject) => {
       this.#queue.push({ request, units: this.#units(request), resolve, reject });
@@ -103,7 +102,7 @@ export class OutputCommitter {
   }
 
   get #busy(): boolean {
-    return this.#queue.length + this.#intended.length + this.#recorded.length > 0 ||
+    return this.#queue.length + this.#intended.length > 0 ||
       this.#renaming !== null || this.#renamed !== null;
   }
 
@@ -137,12 +136,10 @@ export class OutputCommitter {
   async #failEverything(error: Error): Promise<void> {
     await this.#renaming;
     const all = [
-      ...this.#recorded,
       ...(this.#renamed?.blocks ?? []),
       ...this.#intended,
       ...this.#queue,
     ];
-    this.#recorded = [];
     this.#renamed = null;
     this.#intended = [];
     this.#queue = [];
@@ -152,9 +149,9 @@ export class OutputCommitter {
 
   /**
    * One turn of the pipeline: the new batch's intents are written; renames that finished
-   * before the barrier starts are covered by it; after the barrier, the blocks recorded before
-   * it are done, the covered renames get their commit records, and every block with a durable
-   * intent is renamed (while the next barrier runs: renames and barriers overlap).
+   * before the barrier starts are covered by it; after the barrier, the covered blocks get their
+   * commit records and are done, and every block with a durable intent is renamed (while the
+   * next barrier runs: renames and barriers overlap).
    */
   async #step(): Promise<void> {
     const fresh = this.#queue;
@@ -177,29 +174,30 @@ export class OutputCommitter {
     }
     const covered = this.#renamed;
     this.#renamed = null;
-    if (fresh.length === 0 && covered === null && this.#recorded.length === 0) {
+    if (fresh.length === 0 && covered === null) {
       // Nothing for a barrier to make durable: start or wait for renames.
       if (this.#renaming === null) this.#startRenames();
       else await this.#renaming;
       return;
     }
     await this.#barrier(fresh, covered);
-    const recorded = this.#recorded;
-    this.#recorded = [];
-    for (const p of recorded) {
-      // A path output's staged file was renamed away; a Zarr output leaves the array copy.
-      for (const plan of p.request.plans) {
-        if (plan.kind === "zarr") {
-          removeQuietly(blockStagingRoot(plan, this.#runId, p.request.block));
-        }
-      }
-      p.resolve();
-    }
     if (covered !== null && covered.blocks.length > 0) {
+      // The renames are durable: the blocks are committed. Their commit records only spare the
+      // next start from hashing their files (an intent whose files all match is adopted), so the
+      // blocks are done now and the records become durable with the next barrier (or the fsync
+      // of the manifests at the end), before any later record about these blocks can be.
       crashPoint("commit:renamed");
       this.#write(covered.blocks, (p) => ({ t: "commit", index: p.request.block.index }));
       crashPoint("commit:recorded");
-      this.#recorded = covered.blocks;
+      for (const p of covered.blocks) {
+        // A path output's staged file was renamed away; a Zarr output leaves the array copy.
+        for (const plan of p.request.plans) {
+          if (plan.kind === "zarr") {
+            removeQuietly(blockStagingRoot(plan, this.#runId, p.request.block));
+          }
+        }
+        p.resolve();
+      }
     }
     this.#intended.push(...fresh);
     if (this.#renaming === null) this.#startRenames();
