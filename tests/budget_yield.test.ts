@@ -12,6 +12,7 @@ import {
   descendantsOf,
   type PacingContext,
   readersLack,
+  temporaryAllowance,
   yieldable,
 } from "../lib/execute/budget_yield.ts";
 
@@ -79,13 +80,20 @@ describe("budget yield", () => {
   });
 
   describe("what a temporary task's readers lack", () => {
-    /** b temporary, read by c with two workers, each holding `inFlight` of a `window`. */
+    /**
+     * b temporary, read by c with two workers, each holding `inFlight` of a `window`; b's own
+     * two workers have windows of `bWindow`, with `processing` blocks dispatched, `committing`
+     * of them committing.
+     */
     function pacing(o: {
       available: number;
       inFlight: number[];
       window: number;
       running?: boolean;
       temporary?: boolean;
+      bWindow?: number;
+      processing?: number;
+      committing?: number;
     }): PacingContext {
       const task = (
         temporary: boolean,
@@ -94,15 +102,27 @@ describe("budget yield", () => {
         config: { temporary, maxWorkers: 2 },
         executors: new Set(executors),
       });
-      const readers = o.inFlight.map((size) => ({ inFlight: { size }, window: o.window }));
+      const worker = (size: number, window: number) => ({
+        task: -1,
+        state: "ready",
+        inFlight: { size },
+        window,
+      });
+      const readers = o.inFlight.map((size) => ({ ...worker(size, o.window), task: C }));
+      const own = [0, 0].map(() => ({ ...worker(0, o.bWindow ?? 20), task: B }));
       return {
         preferDownstream: true,
-        tasks: [task(false, []), task(o.temporary ?? true, []), task(false, readers)],
+        tasks: [task(false, []), task(o.temporary ?? true, own), task(false, readers)],
         graph: { dag: { downstream: DOWNSTREAM } },
-        scheduler: { isRunning: (t: number) => t !== C || (o.running ?? true) },
+        scheduler: {
+          isRunning: (t: number) => t !== C || (o.running ?? true),
+          snapshot: (t: number) => ({ processing: t === B ? o.processing ?? 0 : 0 }),
+        },
         source: { available: (t: number) => (t === C ? o.available : 0) },
+        completion: { committing: (t: number) => (t === B ? o.committing ?? 0 : 0) },
       } as unknown as PacingContext;
     }
+    const bWorker = (o: PacingContext) => [...o.tasks[B]!.executors][0]!;
 
     it("asks for half a window per worker beyond what the workers hold, plus two blocks each", () => {
       // wanted: 2 per worker (4) + half of each 40-block window (40) = 44
@@ -122,6 +142,37 @@ describe("budget yield", () => {
         readersLack(pacing({ available: 0, inFlight: [0, 0], window: 40, running: false }), B),
         null,
       );
+    });
+
+    it("lets the temporary task fill its windows, counting what it has dispatched or commits", () => {
+      // c lacks blocks and both its workers are busy: b's two 20-block windows less the 30 it
+      // has in the pipe (20 of them committing) leaves 10, half a window: sent.
+      const busy = { available: 0, inFlight: [5, 5], window: 40, processing: 30, committing: 20 };
+      assert.equal(temporaryAllowance(pacing(busy), bWorker(pacing(busy))), 10);
+      // Less than half a window free: nothing yet, the blocks go out in batches.
+      const full = { ...busy, processing: 31 };
+      assert.equal(temporaryAllowance(pacing(full), bWorker(pacing(full))), 0);
+      // c has enough queued: nothing at all.
+      const enough = { ...busy, available: 60 };
+      assert.equal(temporaryAllowance(pacing(enough), bWorker(pacing(enough))), 0);
+      // Not paced: no limit.
+      const free = { ...busy, temporary: false };
+      assert.equal(temporaryAllowance(pacing(free), bWorker(pacing(free))), Infinity);
+    });
+
+    it("counts half of its committing blocks while a reader starves", () => {
+      // A worker of c idle with nothing queued: 40 - (30 - 20 / 2) = 20.
+      const starving = {
+        available: 0,
+        inFlight: [0, 5],
+        window: 40,
+        processing: 30,
+        committing: 20,
+      };
+      assert.equal(temporaryAllowance(pacing(starving), bWorker(pacing(starving))), 20);
+      // The same idle worker with blocks queued for it is not starving.
+      const queued = { ...starving, available: 3 };
+      assert.equal(temporaryAllowance(pacing(queued), bWorker(pacing(queued))), 10);
     });
   });
 });

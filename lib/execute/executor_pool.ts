@@ -11,7 +11,13 @@ import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { ResourceBudget, Scheduler } from "../schedule/mod.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
 import type { BlockSource } from "./block_source.ts";
-import { type BudgetView, descendantsOf, readersLack, yieldable } from "./budget_yield.ts";
+import {
+  type BudgetView,
+  descendantsOf,
+  readersLack,
+  temporaryAllowance,
+  yieldable,
+} from "./budget_yield.ts";
 import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
 import type { RunClock } from "./run_clock.ts";
@@ -88,24 +94,13 @@ export class ExecutorPool {
 
   /**
    * How many more blocks the dispatcher may hand this executor now: none while it drains, and
-   * (when downstream tasks are preferred) a temporary task's executor only what its readers lack:
-   * it makes temporary data only as fast as they consume it, so the live temporary data follows
-   * the readers' frontier. What its own blocks in flight or committing will release counts as
-   * supply already on its way. Other tasks run freely (their outputs stay).
+   * (when downstream tasks are preferred) a temporary task's executor only what its readers lack
+   * (`temporaryAllowance`): it makes temporary data only as fast as they consume it, so the live
+   * temporary data follows the readers' frontier. Other tasks run freely (their outputs stay).
    */
   allowance(executor: Executor): number {
     if (this.#draining.has(executor)) return 0;
-    const t = executor.task;
-    const lack = readersLack(this.#o, t);
-    if (lack === null) return Number.POSITIVE_INFINITY;
-    if (lack <= 0) return 0;
-    // Enough for its workers' windows, counting the blocks still committing as in the pipe;
-    // nothing until half a window fits, so the blocks go out in batches, not one by one (a
-    // message costs a few hundred microseconds of thread wake-ups, more than a small block).
-    let windows = 0;
-    for (const e of this.#o.tasks[t]!.executors) windows += e.window;
-    const left = windows - this.#o.scheduler.snapshot(t).processing;
-    return left < executor.window / 2 ? 0 : left;
+    return temporaryAllowance(this.#o, executor);
   }
 
   /** A temporary task whose readers have enough: its executors may take nothing now. */
