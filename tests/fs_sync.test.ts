@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
 import { fsyncAsync, fsyncFileAsync, removeAll, syncFilesystem } from "../lib/runtime/fs_sync.ts";
+import { OutputRemover } from "../lib/outputs/temporary_files.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 
 const newDir = scratchDirs("fs-sync");
@@ -47,21 +48,45 @@ describe("fs_sync", () => {
   });
 
   it("removeAll removes files and folders, takes a missing one as removed, and names each failure", async () => {
-    const dir = newDir("remove");
-    const files = Array.from({ length: 300 }, (_, i) => path.join(dir, `f${i}.bin`));
-    for (const f of files) fs.writeFileSync(f, "x");
-    const folder = path.join(dir, "folder");
-    fs.mkdirSync(path.join(folder, "inner"), { recursive: true });
-    fs.writeFileSync(path.join(folder, "inner", "z.bin"), "z");
-    // A path under a file cannot be removed (ENOTDIR): reported, and the others still go.
-    const kept = path.join(dir, "kept.bin");
-    fs.writeFileSync(kept, "k");
-    const impossible = path.join(kept, "under-a-file");
-    const missing = path.join(dir, "never-made.bin");
+    const { dir, files, folder, impossible, missing } = removalFixture("remove");
     const errors = await removeAll([impossible, ...files, folder, missing]);
     assert.match(String(errors[0]?.message), /ENOTDIR|not a directory/);
     assert.deepEqual(errors.slice(1), new Array(files.length + 2).fill(null));
     assert.deepEqual(fs.readdirSync(dir), ["kept.bin"]);
     assert.deepEqual(await removeAll([]), []);
   });
+
+  it("OutputRemover removes on the calling thread while fast, then through the helper, and rejects with the first failure after trying every path", async () => {
+    const fast = new OutputRemover();
+    const first = removalFixture("remover-fast");
+    await assert.rejects(
+      fast.remove([first.impossible, ...first.files, first.folder, first.missing]),
+      /ENOTDIR|not a directory/,
+    );
+    assert.deepEqual(fs.readdirSync(first.dir), ["kept.bin"], "the failure stopped nothing");
+    // No filesystem answers in under 0 µs a file: after one batch, the helper takes over.
+    const slow = new OutputRemover(0);
+    const second = removalFixture("remover-slow");
+    await slow.remove(second.files.slice(0, 10));
+    assert.equal(slow.inline, false);
+    await slow.remove([...second.files.slice(10), second.folder, second.missing]);
+    assert.deepEqual(fs.readdirSync(second.dir), ["kept.bin"]);
+    await assert.rejects(slow.remove([second.impossible]), /ENOTDIR|not a directory/);
+  });
 });
+
+/** 300 files, a folder with a file inside, a path under a file (ENOTDIR) and a missing path. */
+function removalFixture(name: string) {
+  const dir = newDir(name);
+  const files = Array.from({ length: 300 }, (_, i) => path.join(dir, `f${i}.bin`));
+  for (const f of files) fs.writeFileSync(f, "x");
+  const folder = path.join(dir, "folder");
+  fs.mkdirSync(path.join(folder, "inner"), { recursive: true });
+  fs.writeFileSync(path.join(folder, "inner", "z.bin"), "z");
+  // A path under a file cannot be removed (ENOTDIR): reported, and the others still go.
+  const kept = path.join(dir, "kept.bin");
+  fs.writeFileSync(kept, "k");
+  const impossible = path.join(kept, "under-a-file");
+  const missing = path.join(dir, "never-made.bin");
+  return { dir, files, folder, impossible, missing };
+}

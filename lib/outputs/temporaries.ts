@@ -28,7 +28,7 @@ import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { blocksThatMayRun } from "./may_run.ts";
 import { finalLocation } from "./staging.ts";
-import { bytesOf, removeOutputs } from "./temporary_files.ts";
+import { bytesOf, OutputRemover } from "./temporary_files.ts";
 
 /** What the progress line and the summary show of a temporary task. */
 export interface TemporaryStats {
@@ -252,6 +252,7 @@ export class Temporaries {
 
   /** Scratch lists of the blocks a block reads and of those that read it. */
   readonly #read = new PositionList();
+  readonly #remover = new OutputRemover();
   readonly #readers = new PositionList();
 
   /**
@@ -297,7 +298,7 @@ export class Temporaries {
       })));
     }
     crashPoint("temp:tombstoned");
-    // Removed off the run loop, the whole batch in one request; a folder output goes whole.
+    // Removed as a batch (OutputRemover: on the loop while unlinks are fast); a folder goes whole.
     const removals: string[] = [];
     for (const { t, position } of batch) {
       for (const [output, rel] of t.files.get(position) ?? []) {
@@ -305,7 +306,7 @@ export class Temporaries {
         if (plan !== undefined) removals.push(finalLocation(plan, rel));
       }
     }
-    await removeOutputs(removals);
+    await this.#remover.remove(removals);
     for (const { t, position } of batch) {
       const files = t.files.get(position) ?? [];
       this.#live(t, files, -1);

@@ -260,7 +260,8 @@ export async function removeAll(paths: readonly string[]): Promise<(Error | null
  */
 const FOLDER_CODES = new Set<string | undefined>(["EISDIR", "EPERM", "ENOTEMPTY"]);
 
-function removeNow(path: string): Error | null {
+/** Remove a file (or a folder, as a tree) on this thread; one already gone is fine. */
+export function removeNow(path: string): Error | null {
   try {
     fs.unlinkSync(path);
     return null;
