@@ -9,12 +9,15 @@ export function schedulerOptions(
   options: {
     readonly alreadyDone?: (task: number) => boolean;
     readonly resume?: ResumePlan;
+    /** Pipelines with temporaries: ready blocks in position order (see `ReadyQueue`). */
+    readonly preferDownstream?: boolean;
   },
 ): SchedulerTaskOptions[] {
   return pipeline.tasks.map((t, i) => {
     const except = options.resume?.except(i) ?? null;
     return {
       maxRetries: t.maxRetries,
+      ...(options.preferDownstream === true ? { byPosition: true } : {}),
       ...(options.alreadyDone?.(i) === true
         ? { alreadyDone: true }
         : except === null

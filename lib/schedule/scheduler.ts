@@ -32,6 +32,8 @@ export interface SchedulerTaskOptions {
    * they are counted by `succeedInBulk`). Ignored with `alreadyDone`.
    */
   readonly satisfiedExcept?: BlockSet;
+  /** Serve the lowest ready position first instead of the longest ready (`ReadyQueue`). */
+  readonly byPosition?: boolean;
 }
 
 export type FailureOutcome = "retry" | "failed" | "dropped";
@@ -88,7 +90,11 @@ export class Scheduler {
         : graph.initialCount(t);
       this.#counters.push(new TaskCounters(layout.blockCount, initial));
       this.#queues.push(
-        new ReadyQueue(initial === 0 ? null : graph.initialPositions(t), initial),
+        new ReadyQueue(
+          initial === 0 ? null : graph.initialPositions(t),
+          initial,
+          options[t]!.byPosition === true,
+        ),
       );
     }
     for (let t = 0; t < n; t++) this.#finalize(t);
