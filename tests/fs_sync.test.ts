@@ -64,12 +64,16 @@ describe("fs_sync", () => {
       /ENOTDIR|not a directory/,
     );
     assert.deepEqual(fs.readdirSync(first.dir), ["kept.bin"], "the failure stopped nothing");
-    // No filesystem answers in under 0 µs a file: after one batch, the helper takes over.
+    // No filesystem answers in under 0 µs a file: after three such batches in a row (one could
+    // be the thread losing its core), the helper takes over.
     const slow = new OutputRemover(0);
     const second = removalFixture("remover-slow");
     await slow.remove(second.files.slice(0, 10));
+    await slow.remove(second.files.slice(10, 20));
+    assert.equal(slow.inline, true);
+    await slow.remove(second.files.slice(20, 30));
     assert.equal(slow.inline, false);
-    await slow.remove([...second.files.slice(10), second.folder, second.missing]);
+    await slow.remove([...second.files.slice(30), second.folder, second.missing]);
     assert.deepEqual(fs.readdirSync(second.dir), ["kept.bin"]);
     await assert.rejects(slow.remove([second.impossible]), /ENOTDIR|not a directory/);
   });
