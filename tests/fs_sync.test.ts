@@ -64,9 +64,9 @@ describe("fs_sync", () => {
       /ENOTDIR|not a directory/,
     );
     assert.deepEqual(fs.readdirSync(first.dir), ["kept.bin"], "the failure stopped nothing");
-    // No filesystem answers in under 0 µs a file: after three such batches in a row (one could
+    // With both limits at 0 every batch is slow: after three in a row (one alone could
     // be the thread losing its core), the helper takes over.
-    const slow = new OutputRemover(0);
+    const slow = new OutputRemover(0, 0);
     const second = removalFixture("remover-slow");
     await slow.remove(second.files.slice(0, 10));
     await slow.remove(second.files.slice(10, 20));

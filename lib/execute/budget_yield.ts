@@ -115,8 +115,8 @@ export function readersLack(
  * (nothing until half a window fits, so blocks go out in batches: a message costs a few hundred
  * microseconds of thread wake-ups, more than a small block). While a reader starves (nothing
  * queued, a worker idle) only half of the committing blocks count: counting them all kept the
- * task and its reader both waiting for the commit, cores idle (bench/temporary.ts: 11-15 %
- * slower than without `temporary`, against 8-9 % with half, for about half a point of peak).
+ * task and its reader both waiting for the commit, cores idle (bench/temporary.ts: 11-13 %
+ * slower than without `temporary`, against 7-9 % with half, for about half a point of peak).
  * Infinite for a task that is not paced.
  */
 export function temporaryAllowance(o: PacingContext, executor: Executor): number {

@@ -252,8 +252,9 @@ export class Temporaries {
 
   /** Scratch lists of the blocks a block reads and of those that read it. */
   readonly #read = new PositionList();
-  readonly #remover = new OutputRemover();
   readonly #readers = new PositionList();
+  /** Removes the files of each deletion batch. */
+  readonly #remover = new OutputRemover();
 
   /**
    * Delete what fell due: tombstones appended (their fsync off the run loop), then the files

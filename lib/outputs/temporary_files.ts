@@ -23,10 +23,12 @@ const SLOW_BATCHES = 3;
  */
 export class OutputRemover {
   readonly #slowPerFileUs: number;
+  readonly #slowBatchUs: number;
   #slowInARow = 0;
 
-  constructor(slowPerFileUs = SLOW_PER_FILE_US) {
+  constructor(slowPerFileUs = SLOW_PER_FILE_US, slowBatchUs = SLOW_BATCH_US) {
     this.#slowPerFileUs = slowPerFileUs;
+    this.#slowBatchUs = slowBatchUs;
   }
 
   /** Whether batches are still removed on the calling thread. */
@@ -45,8 +47,7 @@ export class OutputRemover {
         failed ??= error;
       }
       const micros = (performance.now() - started) * 1000;
-      const slow = micros > this.#slowPerFileUs * locations.length &&
-        micros > Math.min(SLOW_BATCH_US, this.#slowPerFileUs * 20);
+      const slow = micros > this.#slowPerFileUs * locations.length && micros > this.#slowBatchUs;
       this.#slowInARow = slow ? this.#slowInARow + 1 : 0;
     } else {
       failed = (await removeAll(locations)).find((e) => e !== null) ?? null;
