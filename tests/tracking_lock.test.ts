@@ -163,6 +163,36 @@ describe("acquireStoreLock", () => {
     assert.equal(fs.existsSync(lockFile(dir)), false);
   });
 
+  it(
+    "takes over a lock whose run was killed with its parent and is not reaped yet (a zombie)",
+    { skip: process.platform !== "linux" && "zombies are read from /proc" },
+    async (t) => {
+      // The shell's background child exits at once; `sleep` (exec'd in the shell's place)
+      // never reaps it, so it stays a zombie: kill(pid, 0) still succeeds on it.
+      const parent = spawn("/bin/sh", ["-c", "true & echo $!; exec sleep 30"]);
+      t.after(() => parent.kill("SIGKILL"));
+      const pid = await new Promise<number>((resolve) =>
+        parent.stdout.once("data", (d: Buffer) => resolve(Number(String(d).trim())))
+      );
+      for (let i = 0; i < 200 && !/\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8")); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.doesNotThrow(() => process.kill(pid, 0), "the zombie's pid still answers");
+      const dir = storeDir();
+      const holder: LockHolder = {
+        pid,
+        host: HOST,
+        started_at: new Date().toISOString(),
+        command: "blockwise run killed.ts",
+      };
+      writeHolder(dir, holder);
+      assert.equal(isHolderAlive(holder), false);
+      const lock = acquireStoreLock(dir, { onNotice: () => {} });
+      assert.equal(readStoreLock(dir)?.pid, process.pid);
+      lock.release();
+    },
+  );
+
   it("takes over a lock naming this pid from before this process started", () => {
     const dir = storeDir();
     const started = new Date(Date.now() - process.uptime() * 1000 - 3_600_000).toISOString();

@@ -8,7 +8,8 @@
  * and command, and saying when it is safe to remove the file. A lock is stale, and is taken over
  * with a notice, when:
  * - its holder is on this host and its pid is no longer running (`kill(pid, 0)` fails with
- *   ESRCH; EPERM means the pid exists), or it names this process's pid but predates this process
+ *   ESRCH, or the pid is a zombie not yet reaped, as a run killed with its parent is for about a
+ *   second; EPERM means the pid exists), or it names this process's pid but predates this process
  *   (an earlier process that had the same pid, as happens to pid 1 in a restarted container);
  * - it is empty or not a lock (a run killed between creating and writing it, where the file
  *   system has no hard links) and either every creator file beside it names a dead process, or

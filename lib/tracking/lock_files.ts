@@ -79,11 +79,28 @@ export function readLockFile(
 function isPidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     // ESRCH: no such process. EPERM (and anything unexpected): it exists, or we cannot tell.
     return errorCode(error) !== "ESRCH";
   }
+  return !isZombie(pid);
+}
+
+/**
+ * Whether `pid` has exited and waits to be reaped (Linux: state `Z` in `/proc/PID/stat`). A run
+ * killed together with its parent (`timeout -s KILL`, a job script's shell) stays a zombie until
+ * init reaps it, about a second here: `kill(pid, 0)` still succeeds, and a rerun started at once
+ * was refused as if the dead run held the store.
+ */
+function isZombie(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return false; // no /proc (not Linux), or gone meanwhile: kill(pid, 0) decided
+  }
+  // "PID (COMMAND) STATE ...": the command may hold spaces and parentheses; the last ")" ends it.
+  return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
 }
 
 /** A lock naming this pid, taken before this process started: an earlier process's. */
