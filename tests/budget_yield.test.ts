@@ -94,6 +94,7 @@ describe("budget yield", () => {
       bWindow?: number;
       processing?: number;
       committing?: number;
+      removing?: number;
     }): PacingContext {
       const task = (
         temporary: boolean,
@@ -119,7 +120,10 @@ describe("budget yield", () => {
           snapshot: (t: number) => ({ processing: t === B ? o.processing ?? 0 : 0 }),
         },
         source: { available: (t: number) => (t === C ? o.available : 0) },
-        completion: { committing: (t: number) => (t === B ? o.committing ?? 0 : 0) },
+        completion: {
+          committing: (t: number) => (t === B ? o.committing ?? 0 : 0),
+          removalBacklog: (t: number) => (t === B ? o.removing ?? 0 : 0),
+        },
       } as unknown as PacingContext;
     }
     const bWorker = (o: PacingContext) => [...o.tasks[B]!.executors][0]!;
@@ -173,6 +177,16 @@ describe("budget yield", () => {
       // The same idle worker with blocks queued for it is not starving.
       const queued = { ...starving, available: 3 };
       assert.equal(temporaryAllowance(pacing(queued), bWorker(pacing(queued))), 10);
+    });
+
+    it("takes nothing while more blocks wait for removal than its windows hold", () => {
+      // Its readers starve, but 41 blocks whose readers are done still have files on disk,
+      // more than b's two 20-block windows: more blocks would only add to the live data.
+      const lagging = { available: 0, inFlight: [0, 0], window: 40, processing: 0, removing: 41 };
+      assert.equal(temporaryAllowance(pacing(lagging), bWorker(pacing(lagging))), 0);
+      // Within the windows, removal is keeping up: b fills its windows.
+      const keeping = { ...lagging, removing: 40 };
+      assert.equal(temporaryAllowance(pacing(keeping), bWorker(pacing(keeping))), 40);
     });
   });
 });

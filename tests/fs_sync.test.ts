@@ -64,18 +64,30 @@ describe("fs_sync", () => {
       /ENOTDIR|not a directory/,
     );
     assert.deepEqual(fs.readdirSync(first.dir), ["kept.bin"], "the failure stopped nothing");
-    // With both limits at 0 every batch is slow: after three in a row (one alone could
-    // be the thread losing its core), the helper takes over.
-    const slow = new OutputRemover(0, 0);
+    assert.equal(fast.inline, true, "unlinks here take microseconds");
+    // At 0 µs a file every window of 10 files is slow: after two in a row (one alone could be
+    // the thread losing its core for a time slice), the helper takes over.
+    const slow = new OutputRemover(0, 10);
     const second = removalFixture("remover-slow");
-    await slow.remove(second.files.slice(0, 10));
-    await slow.remove(second.files.slice(10, 20));
-    assert.equal(slow.inline, true);
-    await slow.remove(second.files.slice(20, 30));
+    await slow.remove(second.files.slice(0, 6));
+    await slow.remove(second.files.slice(6, 12));
+    assert.equal(slow.inline, true, "one slow window does not switch");
+    await slow.remove(second.files.slice(12, 22));
     assert.equal(slow.inline, false);
-    await slow.remove([...second.files.slice(30), second.folder, second.missing]);
+    await slow.remove([...second.files.slice(22), second.folder, second.missing]);
     assert.deepEqual(fs.readdirSync(second.dir), ["kept.bin"]);
     await assert.rejects(slow.remove([second.impossible]), /ENOTDIR|not a directory/);
+  });
+
+  it("OutputRemover judges whole windows: slow batches within one window do not switch", async () => {
+    // Every batch is slow at 0 µs a file, but the window of 1,000 files is never full.
+    const remover = new OutputRemover(0, 1000);
+    const { dir, files } = removalFixture("remover-window");
+    for (let i = 0; i < files.length; i += 50) {
+      await remover.remove(files.slice(i, i + 50));
+      assert.equal(remover.inline, true);
+    }
+    assert.deepEqual(fs.readdirSync(dir).sort(), ["folder", "kept.bin"]);
   });
 });
 

@@ -21,7 +21,7 @@ import {
   formatFailureLine,
 } from "../lib/report/progress_format.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
-import type { TemporaryStats } from "../lib/outputs/temporaries.ts";
+import type { TemporaryStats } from "../lib/outputs/temporary_files.ts";
 
 class FakeStream implements ConsoleStream {
   readonly chunks: string[] = [];
@@ -70,6 +70,7 @@ const TEMPORARY: TemporaryStats = {
   deletedBlocks: 10,
   deletedBytes: 5 * 2 ** 20,
   regenerated: 0,
+  removing: 0,
 };
 
 function result(tasks: readonly TaskResult[]): RunResult {

@@ -96,4 +96,63 @@ describe("scheduling with temporaries", () => {
       assert.ok(peak <= 64, `peak ${peak} of ${BLOCKS}: ${order}`);
     });
   }
+
+  it("a temporary b gets nothing while its removals lag, and goes on as soon as they catch up", async () => {
+    // Every c block done makes the b block it read due for deletion; the test decides when the
+    // files are gone. b's window is 4 blocks: past 4 blocks awaiting removal it must wait.
+    let backlog = 0;
+    const listeners: (() => void)[] = [];
+    const rig = RunRig.start(chain({ temporary: true, workers: 1, cpus: 3 }), {
+      preferDownstream: true,
+      resources: { cpu: 3 },
+      temporary: ["b"],
+      maxInFlight: 4,
+      sink: {
+        done(report: BlockReport): void {
+          if (report.task === 2) backlog++;
+        },
+        failed(): void {},
+        removalBacklog: (t: number) => (t === 1 ? backlog : 0),
+        onRemoved: (listener: () => void) => void listeners.push(listener),
+      },
+    });
+    const bTaken = () => rig.counters("b").processing + rig.counters("b").completed;
+    const step = async () => {
+      let acted = false;
+      for (const e of rig.fakes.made) {
+        acted = true;
+        if (e.state === "starting") e.becomeReady();
+        else if (e.state === "ready" && e.recallPending) e.answerRecall();
+        else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length);
+        else acted = false;
+      }
+      await rig.settle();
+      return acted;
+    };
+    for (let round = 0; backlog <= 4; round++) {
+      assert.ok(round < 1000, "c never got 5 blocks done");
+      await step();
+    }
+    // Everything held runs out; b takes nothing more, however long c waits.
+    for (let round = 0; round < 20; round++) await step();
+    const taken = bTaken();
+    assert.ok(taken < BLOCKS, `b took all ${taken} blocks`);
+    assert.equal(rig.counters("b").processing, 0);
+    for (let round = 0; round < 20; round++) await step();
+    assert.equal(bTaken(), taken, "b took blocks while its removals lagged");
+    assert.equal(listeners.length, 1, "the run listens for removals");
+    const removed = listeners[0]!;
+    // The removals finish: b goes on at once, without a clock tick.
+    backlog = 0;
+    removed();
+    await rig.settle();
+    assert.ok(bTaken() > taken, "b got no blocks once its removals caught up");
+    for (let round = 0; rig.result === null; round++) {
+      assert.ok(round < 10_000, "the run does not end");
+      backlog = 0;
+      removed();
+      if (!(await step())) rig.advance(100);
+    }
+    assert.equal((await rig.finished()).outcome, "complete");
+  });
 });

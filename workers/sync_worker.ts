@@ -1,7 +1,7 @@
 /**
- * The file helper thread: makes filesystems durable (`syncfs`) and renames a commit's files
- * into place for the scheduler's thread, so a group commit's waits for the disk never stop the
- * run loop (lib/runtime/fs_sync.ts).
+ * A file helper thread: makes filesystems durable (`syncfs`), renames a commit's files into
+ * place, or removes files, for the scheduler's thread, so waits for the disk never stop the run
+ * loop (lib/runtime/fs_sync.ts).
  */
 
 import { serveHelperRequests } from "../lib/runtime/fs_sync.ts";

@@ -53,6 +53,10 @@ export interface CompletionSink {
    */
   skippedInBulk?(task: number, count: number, reason: SkipReason): void;
   orphaned?(task: number, position: number): void;
+  /** Blocks of a temporary task due for deletion whose files are not removed yet. */
+  removalBacklog?(task: number): number;
+  /** Call `listener` after each batch of removals (pacing may let a temporary task go on). */
+  onRemoved?(listener: () => void): void;
 }
 
 export interface CompletionOptions {
@@ -76,6 +80,9 @@ export class BlockCompletion {
   constructor(options: CompletionOptions) {
     this.#o = options;
     this.#committing = options.layouts.map(() => 0);
+    options.sink?.onRemoved?.(() => {
+      if (!this.#closed) options.onSettled();
+    });
   }
 
   /**
@@ -94,6 +101,11 @@ export class BlockCompletion {
   /** Blocks of the task whose completion is being made durable (still `processing`). */
   committing(task: number): number {
     return this.#committing[task]!;
+  }
+
+  /** Blocks of a temporary task whose readers are done but whose files are still on disk. */
+  removalBacklog(task: number): number {
+    return this.#o.sink?.removalBacklog?.(task) ?? 0;
   }
 
   get committingTotal(): number {

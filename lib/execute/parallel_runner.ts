@@ -13,7 +13,7 @@
 
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
-import type { TemporaryStats } from "../outputs/temporaries.ts";
+import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { ResourceBudget, type Resources, Scheduler } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";

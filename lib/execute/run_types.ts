@@ -4,7 +4,7 @@ import type { CounterSnapshot } from "../schedule/mod.ts";
 import type { BlockId } from "../blocks/mod.ts";
 import type { UtilizationReport } from "./run_stats.ts";
 import type { ReconcileSummary } from "../outputs/reconcile.ts";
-import type { TemporaryStats } from "../outputs/temporaries.ts";
+import type { TemporaryStats } from "../outputs/temporary_files.ts";
 
 export interface BlockFailure {
   readonly taskId: string;

@@ -25,7 +25,7 @@ import {
 import { schedulerOptions } from "./scheduler_options.ts";
 import { BlockOutputs } from "../outputs/block_outputs.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
-import type { TemporaryStats } from "../outputs/temporaries.ts";
+import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import { InputError } from "../errors.ts";
 import type { ResumePlan } from "./resume_plan.ts";
 

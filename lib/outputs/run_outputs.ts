@@ -24,7 +24,8 @@ import { ProvenanceModel } from "./provenance.ts";
 import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
 import { crashPoint } from "./crash_points.ts";
 import type { ForcedBlocks } from "./forced.ts";
-import { Temporaries, type TemporaryStats } from "./temporaries.ts";
+import { Temporaries } from "./temporaries.ts";
+import type { TemporaryStats } from "./temporary_files.ts";
 import { OUTPUTS_PRESENT } from "../tracking/store.ts";
 import type { SkipReason } from "../schedule/mod.ts";
 
@@ -57,6 +58,7 @@ export class RunOutputs implements CompletionSink {
   readonly #temporaries: Temporaries | null;
   readonly #onNotice: (message: string) => void;
   #flushScheduled = false;
+  #onRemoved: () => void = () => {};
   readonly #quarantined = new Set<string>();
 
   private constructor(
@@ -98,6 +100,14 @@ export class RunOutputs implements CompletionSink {
       keep: options.keepTemp,
       onNotice: options.onNotice,
     });
+  }
+
+  removalBacklog(task: number): number {
+    return this.#temporaries?.stats(task)?.removing ?? 0;
+  }
+
+  onRemoved(listener: () => void): void {
+    this.#onRemoved = listener;
   }
 
   /** What the progress line and summary show of a temporary task, or null. */
@@ -326,7 +336,7 @@ export class RunOutputs implements CompletionSink {
             (error as Error).message
           }; they stay, and the next run deletes them`,
         )
-      );
+      ).then(() => this.#onRemoved());
     }, DELETION_BATCH_MS);
   }
 

@@ -28,17 +28,7 @@ import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { blocksThatMayRun } from "./may_run.ts";
 import { finalLocation } from "./staging.ts";
-import { bytesOf, OutputRemover } from "./temporary_files.ts";
-
-/** What the progress line and the summary show of a temporary task. */
-export interface TemporaryStats {
-  readonly liveBlocks: number;
-  readonly liveBytes: number;
-  readonly peakBytes: number;
-  readonly deletedBlocks: number;
-  readonly deletedBytes: number;
-  readonly regenerated: number;
-}
+import { bytesOf, OutputRemover, type TemporaryStats } from "./temporary_files.ts";
 
 /** What temporaries read of a store (a run's mapped store, or plan's snapshot). */
 export type TemporaryStore = Pick<TrackingStore, "path" | "done" | "provenance">;
@@ -70,6 +60,7 @@ interface TempTask {
   deletedBlocks: number;
   deletedBytes: number;
   regenerated: number;
+  removing: number;
 }
 
 export interface TemporariesOptions {
@@ -126,6 +117,7 @@ export class Temporaries {
         deletedBlocks: 0,
         deletedBytes: 0,
         regenerated: 0,
+        removing: 0,
       };
     });
     const temporaries = new Temporaries(o, tasks);
@@ -183,6 +175,7 @@ export class Temporaries {
       deletedBlocks: m.deletedBlocks,
       deletedBytes: m.deletedBytes,
       regenerated: m.regenerated,
+      removing: m.removing,
     };
   }
 
@@ -261,16 +254,22 @@ export class Temporaries {
    * removed. Batches run one after another; the promise settles when this one is done.
    */
   flush(): Promise<void> {
-    const next = this.#flushes.then(() => this.#flushOnce());
+    const next = this.#flushes.then(async () => {
+      const due = this.#pending;
+      this.#pending = [];
+      try {
+        await this.#flushOnce(due);
+      } finally {
+        for (const { t } of due) t.removing--;
+      }
+    });
     this.#flushes = next.catch(() => {});
     return next;
   }
 
-  async #flushOnce(): Promise<void> {
-    if (this.#pending.length === 0) return;
+  async #flushOnce(due: readonly { t: TempTask; position: number }[]): Promise<void> {
     // A block claimed since it fell due (a reader that turned stale) stays.
-    const batch = this.#pending.filter(({ t, position }) => t.remaining[position] === 0);
-    this.#pending = [];
+    const batch = due.filter(({ t, position }) => t.remaining[position] === 0);
     if (batch.length === 0) return;
     const layouts = this.#o.graph.layouts;
     for (const { t, position } of batch) {
@@ -321,6 +320,7 @@ export class Temporaries {
   #delete(m: TempTask, position: number): void {
     if (this.#o.keep) return;
     this.#pending.push({ t: m, position });
+    m.removing++;
   }
 
   #live(m: TempTask, files: readonly ManifestFile[], sign: 1 | -1): void {

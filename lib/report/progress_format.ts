@@ -12,7 +12,7 @@
 import type { GenericBar } from "cli-progress";
 import type { BlockFailure } from "../execute/run_types.ts";
 import type { CounterSnapshot } from "../schedule/counters.ts";
-import type { TemporaryStats } from "../outputs/temporaries.ts";
+import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import { statusSymbol } from "./summary.ts";
 import { formatBytes } from "./utilization.ts";
 

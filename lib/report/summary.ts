@@ -13,7 +13,7 @@
  */
 
 import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
-import type { TemporaryStats } from "../outputs/temporaries.ts";
+import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import type { RunOutcome } from "../execute/run_types.ts";
 import { formatBytes } from "./utilization.ts";
 

@@ -13,7 +13,8 @@
  * A second helper thread (Bun) renames a commit's files into place one after the other
  * (`renameAll`; elsewhere the calling thread does, in slices): renames into one folder
  * serialise on its lock in the kernel anyway, and issued all at once from the runtime's I/O
- * pool they spin on it instead, costing several times the CPU.
+ * pool they spin on it instead, costing several times the CPU. A third removes files
+ * (`removeAll`) when unlinking is too slow for the run loop.
  */
 
 import * as fs from "node:fs";
@@ -63,8 +64,12 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 const RENAME_SLICE = 128;
 
 let binding: Promise<SyncFsAsync | null> | null = null;
-/** The helper threads: one waits on `syncfs` while the other renames. */
-const helpers = new Map<"syncfs" | "rename", Ask | null>();
+/**
+ * The helper threads: one waits on `syncfs`, one renames, one removes (an unlink that trims
+ * the disk or crosses a network must not hold up a commit's renames).
+ */
+type HelperRole = "syncfs" | "rename" | "remove";
+const helpers = new Map<HelperRole, Ask | null>();
 
 function load(): Promise<SyncFsAsync | null> {
   binding ??= bind();
@@ -139,7 +144,7 @@ function denoNonblocking(): SyncFsAsync | null {
 }
 
 /** The file helper thread for `role` (started once), or null when it cannot start. */
-function helperThread(role: "syncfs" | "rename"): Ask | null {
+function helperThread(role: HelperRole): Ask | null {
   const known = helpers.get(role);
   if (known !== undefined) return known;
   helpers.set(role, null);
@@ -220,7 +225,7 @@ export async function renameAll(
 }
 
 /**
- * Remove files (or folders), all of them on the rename helper thread in one message when it
+ * Remove files (or folders), all of them on the removal helper thread in one message when it
  * runs (deleting temporaries removes thousands of small files: a promise and an I/O-pool task
  * each cost more than the unlink), else on the runtime's I/O threads. One already gone is
  * fine. Resolves with the error of each removal that failed (null for the others).
@@ -228,7 +233,7 @@ export async function renameAll(
 export async function removeAll(paths: readonly string[]): Promise<(Error | null)[]> {
   const errors: (Error | null)[] = new Array(paths.length).fill(null);
   if (paths.length === 0) return errors;
-  const ask = helperThread("rename");
+  const ask = helperThread("remove");
   if (ask !== null) {
     const answer = await ask({ kind: "remove", paths });
     if (answer.stopped !== true) {
