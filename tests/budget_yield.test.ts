@@ -123,6 +123,7 @@ describe("budget yield", () => {
         completion: {
           committing: (t: number) => (t === B ? o.committing ?? 0 : 0),
           removalBacklog: (t: number) => (t === B ? o.removing ?? 0 : 0),
+          holdForRemoval: () => {},
         },
       } as unknown as PacingContext;
     }

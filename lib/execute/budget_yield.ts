@@ -22,7 +22,11 @@ export interface PacingContext {
   readonly scheduler: Scheduler;
   readonly source: BlockSource;
   /** Blocks of a task whose results arrived, not yet committed; ones whose removal lags. */
-  readonly completion: { committing(task: number): number; removalBacklog(task: number): number };
+  readonly completion: {
+    committing(task: number): number;
+    removalBacklog(task: number): number;
+    holdForRemoval(): void;
+  };
 }
 
 export interface BudgetView {
@@ -129,7 +133,10 @@ export function temporaryAllowance(o: PacingContext, executor: Executor): number
   if (lack <= 0) return 0;
   let windows = 0;
   for (const e of o.tasks[t]!.executors) windows += e.window;
-  if (o.completion.removalBacklog(t) > windows) return 0;
+  if (o.completion.removalBacklog(t) > windows) {
+    o.completion.holdForRemoval();
+    return 0;
+  }
   let inPipe = o.scheduler.snapshot(t).processing;
   if (readerStarving(o, t)) inPipe -= Math.floor(o.completion.committing(t) / 2);
   const left = windows - inPipe;

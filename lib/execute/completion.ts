@@ -76,12 +76,15 @@ export class BlockCompletion {
   readonly #committing: number[];
   readonly #failures: BlockFailure[] = [];
   #closed = false;
+  #heldForRemoval = false;
 
   constructor(options: CompletionOptions) {
     this.#o = options;
     this.#committing = options.layouts.map(() => 0);
     options.sink?.onRemoved?.(() => {
-      if (!this.#closed) options.onSettled();
+      if (!this.#heldForRemoval || this.#closed) return;
+      this.#heldForRemoval = false;
+      options.onSettled();
     });
   }
 
@@ -106,6 +109,11 @@ export class BlockCompletion {
   /** Blocks of a temporary task whose readers are done but whose files are still on disk. */
   removalBacklog(task: number): number {
     return this.#o.sink?.removalBacklog?.(task) ?? 0;
+  }
+
+  /** Pacing held a temporary task back for its removal backlog: pump when a removal ends. */
+  holdForRemoval(): void {
+    this.#heldForRemoval = true;
   }
 
   get committingTotal(): number {
