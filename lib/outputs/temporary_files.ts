@@ -19,8 +19,8 @@ export interface TemporaryStats {
  * Unlinking on the run loop is worth it only while a file goes in microseconds: tmpfs takes
  * about 6 µs, a local disk's cached metadata 8-10 µs. A file whose data reached the disk can
  * cost much more: ext4 mounted with `discard` trims the freed blocks inside the unlink (135 µs a
- * file on this project's CI machine, 0.55 s of a 2.7 s run stalled), a network filesystem takes
- * a round trip (a millisecond). Those go to a helper thread instead, decided over windows of
+ * file on this project's VM, up to 0.55 s of a 2.7 s run), a network filesystem takes a round
+ * trip (a millisecond). Those go to a helper thread instead, decided over windows of
  * WINDOW_FILES files: one batch alone may be slow because the loop's thread lost its core for a
  * time slice (up to 10-15 ms on a busy 2-core machine, which a window's average absorbs), so
  * only SLOW_WINDOWS slow windows in a row switch.

@@ -94,7 +94,9 @@ const NODE_TIMERS: ConsoleTimers = {
 
 /** What a progress line says: a task's line is printed again only when this changes. */
 function printedKey(view: TaskView): string {
-  return JSON.stringify([view.counters, view.queued ?? 0, view.temporary ?? null]);
+  const temporary = view.temporary;
+  const bytes = temporary === undefined ? null : [temporary.liveBytes, temporary.peakBytes];
+  return JSON.stringify([view.counters, view.queued ?? 0, bytes]);
 }
 
 export function createRunConsole(options: RunConsoleOptions): RunConsole {
