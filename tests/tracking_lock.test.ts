@@ -167,16 +167,19 @@ describe("acquireStoreLock", () => {
     "takes over a lock whose run was killed with its parent and is not reaped yet (a zombie)",
     { skip: process.platform !== "linux" && "zombies are read from /proc" },
     async (t) => {
-      // The shell's background child exits at once; `sleep` (exec'd in the shell's place)
-      // never reaps it, so it stays a zombie: kill(pid, 0) still succeeds on it.
-      const parent = spawn("/bin/sh", ["-c", "true & echo $!; exec sleep 30"]);
+      // The shell's background child exits after the shell has exec'd `sleep` in its place,
+      // which never reaps it, so it stays a zombie: kill(pid, 0) still succeeds on it. (A child
+      // that exits at once may be reaped by the shell itself before the exec.)
+      const parent = spawn("/bin/sh", ["-c", "sleep 0.3 & echo $!; exec sleep 30"]);
       t.after(() => parent.kill("SIGKILL"));
       const pid = await new Promise<number>((resolve) =>
         parent.stdout.once("data", (d: Buffer) => resolve(Number(String(d).trim())))
       );
-      for (let i = 0; i < 200 && !/\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8")); i++) {
+      const state = () => /\) (\S) /.exec(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1];
+      for (let i = 0; i < 1000 && state() !== "Z"; i++) {
         await new Promise((r) => setTimeout(r, 10));
       }
+      assert.equal(state(), "Z", `process ${pid} did not become a zombie`);
       assert.doesNotThrow(() => process.kill(pid, 0), "the zombie's pid still answers");
       const dir = storeDir();
       const holder: LockHolder = {
