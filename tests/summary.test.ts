@@ -274,6 +274,20 @@ describe("where the run left its files", () => {
     ]);
   });
 
+  test("a run with remote workers also says where their own logs are", () => {
+    const lines = formatLocations({
+      stores: [{ task: "predict", path: "/data/trk/predict" }],
+      events: null,
+      logDir: null,
+      remoteLogDir: "/data/trk/.workers/run-1",
+    });
+    assert.deepEqual(lines, [
+      "",
+      "tracking            /data/trk/<task>: predict",
+      "remote worker logs  /data/trk/.workers/run-1/<task>-worker-<n>[-<job id>].log",
+    ]);
+  });
+
   test("a run without any store says that a rerun starts over", () => {
     assert.deepEqual(
       formatLocations({ stores: [{ task: "a", path: null }], events: null, logDir: null }),

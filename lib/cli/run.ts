@@ -367,6 +367,7 @@ async function runLoop(
     })),
     events: options.events === undefined ? null : resolve(options.events),
     logDir: options.logDir === undefined ? null : resolve(options.logDir),
+    ...(remote === null ? {} : { remoteLogDir: remote.logDir }),
   };
   text += "\n" + summaryText(result, color, code, locations) + "\n";
   process.stderr.write(text);

@@ -158,6 +158,11 @@ export class RemoteWorkers {
   }
 
   /** Where workers connect (for messages and tests). */
+  /** Where each remote worker's own output goes (`<task>-worker-<n>[-<job id>].log`). */
+  get logDir(): string {
+    return this.#o.logDir;
+  }
+
   get connectAddress(): HostPort {
     return this.#connect;
   }

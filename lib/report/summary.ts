@@ -54,6 +54,8 @@ export interface RunLocations {
   readonly events: string | null;
   /** `--log-dir DIR`, or null. */
   readonly logDir: string | null;
+  /** Where remote workers' own output went (a run with remote workers). */
+  readonly remoteLogDir?: string;
 }
 
 export const DEFAULT_MAX_FAILURES = 10;
@@ -240,6 +242,7 @@ export function formatExecutionSummary(
  * tracking     /data/tracking/<task>: extract, label; no store: export
  * events       /data/run/events.jsonl
  * worker logs  /data/logs/<task>/worker_<n>.out, .err
+ * remote worker logs  /data/logs/workers/<task>-worker-<n>[-<job id>].log
  * ```
  *
  * Stores under one folder (`--tracking-dir`) share a line; a store elsewhere gets its own.
@@ -274,6 +277,9 @@ export function formatLocations(locations: RunLocations): string[] {
   if (locations.events !== null) rows.push(["events", locations.events]);
   if (locations.logDir !== null) {
     rows.push(["worker logs", `${locations.logDir}/<task>/worker_<n>.out, .err`]);
+  }
+  if (locations.remoteLogDir !== undefined) {
+    rows.push(["remote worker logs", `${locations.remoteLogDir}/<task>-worker-<n>[-<job id>].log`]);
   }
   const width = Math.max(...rows.map(([key]) => key.length));
   return ["", ...rows.map(([key, value]) => `${key.padEnd(width)}  ${value}`)];
