@@ -102,8 +102,9 @@ export class RunOutputs implements CompletionSink {
     });
   }
 
+  /** Read on every dispatch to a temporary task: a counter, not a `stats` object. */
   removalBacklog(task: number): number {
-    return this.#temporaries?.stats(task)?.removing ?? 0;
+    return this.#temporaries?.removing(task) ?? 0;
   }
 
   onRemoved(listener: () => void): void {

@@ -179,6 +179,11 @@ export class Temporaries {
     };
   }
 
+  /** Blocks of the task due for deletion whose files are not removed yet (read by pacing). */
+  removing(task: number): number {
+    return this.#tasks[task]?.removing ?? 0;
+  }
+
   /** A block of a temporary task committed its outputs (new, or regenerated). */
   committed(task: number, position: number, files: readonly ManifestFile[], content: string): void {
     const m = this.#tasks[task] ?? null;
