@@ -14,7 +14,10 @@
  * filesystem matters. ext4 mounted with `discard` trims a file's blocks inside its unlink once
  * they reached the disk (about 135 µs a file), and each commit barrier (`syncfs`) flushes the
  * disk's cache; without a journal, its allocator also skips recently deleted inodes one by one
- * on every file creation. tmpfs does none of this.
+ * on every file creation. tmpfs does none of this. On any disk, though, each block reaches its
+ * readers two commit barriers (`syncfs`) after its result, and the pacing that keeps the
+ * temporary task just ahead of its readers makes them wait for those: a default-mounted ext4 is
+ * as slow as the `discard` one (docs/design/TEMPORARIES.md, Limits).
  *
  *   npx bun bench/temporary.ts [--side 16] [--repetitions 8] [--budget] [--dir DIR]
  */
