@@ -94,6 +94,7 @@ describe("budget yield", () => {
       bWindow?: number;
       processing?: number;
       committing?: number;
+      released?: number;
       removing?: number;
     }): PacingContext {
       const task = (
@@ -118,6 +119,7 @@ describe("budget yield", () => {
         scheduler: {
           isRunning: (t: number) => t !== C || (o.running ?? true),
           snapshot: (t: number) => ({ processing: t === B ? o.processing ?? 0 : 0 }),
+          releasedEarly: (t: number) => (t === B ? o.released ?? 0 : 0),
         },
         source: { available: (t: number) => (t === C ? o.available : 0) },
         completion: {
@@ -178,6 +180,22 @@ describe("budget yield", () => {
       // The same idle worker with blocks queued for it is not starving.
       const queued = { ...starving, available: 3 };
       assert.equal(temporaryAllowance(pacing(queued), bWorker(pacing(queued))), 10);
+    });
+
+    it("counts blocks whose readers were released at the rename as delivered", () => {
+      // 30 in the pipe, 20 committing, 12 of those already renamed into place and their readers
+      // released: 40 - (30 - 12) = 22; with a reader starving, half of the other 8: 26.
+      const busy = {
+        available: 0,
+        inFlight: [5, 5],
+        window: 40,
+        processing: 30,
+        committing: 20,
+        released: 12,
+      };
+      assert.equal(temporaryAllowance(pacing(busy), bWorker(pacing(busy))), 22);
+      const starving = { ...busy, inFlight: [0, 5] };
+      assert.equal(temporaryAllowance(pacing(starving), bWorker(pacing(starving))), 26);
     });
 
     it("takes nothing while more blocks wait for removal than its windows hold", () => {

@@ -502,6 +502,60 @@ describe("Scheduler contract", () => {
     assert.equal(s.isFinished(), true);
   });
 
+  it("releases a block's downstream early once, and nothing more when it succeeds", () => {
+    const s = build([
+      { id: "first", ...TASK_2D, conflict: false },
+      { id: "second", upstream: ["first"], ...TASK_2D, conflict: false, total: [[1, 1], [4, 4]] },
+    ]);
+    const firsts: number[] = [];
+    for (let p = s.acquire(0); p >= 0; p = s.acquire(0)) firsts.push(p);
+    assert.equal(firsts.length, 16);
+    // Half are released early (their files in place), the other half succeed outright.
+    const early = firsts.filter((_, i) => i % 2 === 0);
+    for (const p of early) assert.equal(s.releaseEarly(0, p), true);
+    assert.equal(s.releasedEarly(0), 8);
+    for (const p of early) assert.equal(s.releaseEarly(0, p), false, "released twice");
+    for (const p of firsts.filter((_, i) => i % 2 === 1)) s.succeed(0, p);
+    // Every second block reads early-released blocks and succeeded ones: ready, once each.
+    assert.equal(s.snapshot(1).ready, 4);
+    assert.equal(s.snapshot(0).completed, 8);
+    assertConserved(s);
+    for (const p of early) s.succeed(0, p);
+    assert.equal(s.releasedEarly(0), 0);
+    assert.equal(s.snapshot(1).ready, 4, "a success released its readers again");
+    assert.equal(s.queuedCount(1), 4);
+    for (let p = s.acquire(1); p >= 0; p = s.acquire(1)) s.succeed(1, p);
+    assert.equal(s.isFinished(), true);
+    assertConserved(s);
+  });
+
+  it("a block released early that fails orphans none of its readers, retried or not", () => {
+    const orphans: number[] = [];
+    const s = build(
+      [
+        { id: "first", ...TASK_2D, conflict: false, maxRetries: 1 },
+        { id: "second", upstream: ["first"], ...TASK_2D, conflict: false, total: [[1, 1], [4, 4]] },
+      ],
+      { onOrphaned: (_t, p) => orphans.push(p) },
+    );
+    const firsts: number[] = [];
+    for (let p = s.acquire(0); p >= 0; p = s.acquire(0)) firsts.push(p);
+    const twelve = positionWithId(s, 0, 12 as BlockId);
+    s.releaseEarly(0, twelve);
+    assert.equal(s.fail(0, twelve), "retry");
+    assert.equal(s.acquire(0), twelve);
+    assert.equal(s.releaseEarly(0, twelve), false, "the retry released its readers again");
+    assert.equal(s.fail(0, twelve), "failed");
+    assert.equal(s.releasedEarly(0), 0);
+    assert.deepEqual(orphans, [], "its readers had its files and were orphaned");
+    for (const p of firsts) if (p !== twelve) s.succeed(0, p);
+    assert.equal(s.snapshot(1).ready, 4);
+    for (let p = s.acquire(1); p >= 0; p = s.acquire(1)) s.succeed(1, p);
+    assert.deepEqual([s.snapshot(0).failed, s.snapshot(1).completed], [1, 4]);
+    assert.equal(s.isFinished(), true);
+    assertConserved(s);
+  });
+
   it("orphans downstream-task blocks when an upstream block fails permanently", () => {
     const orphans: [number, number][] = [];
     const s = build(

@@ -156,3 +156,98 @@ describe("scheduling with temporaries", () => {
     assert.equal((await rig.finished()).outcome, "complete");
   });
 });
+
+describe("readers of a temporary block start once its files are in place", () => {
+  /**
+   * b's commits are held by the test: `renamed` stands for the renames into place, `settle` for
+   * the barrier after them. c must get a b block's reader at the rename, run it once, and
+   * neither lose nor repeat it when the commit ends (or fails and b's block runs again).
+   */
+  async function heldCommits(failFirst: boolean) {
+    const commits = new Map<number, { resolve(): void; reject(e: Error): void }>();
+    const cRuns = new Map<number, number>();
+    const listeners: ((task: number, position: number) => void)[] = [];
+    const renamed = (task: number, position: number) => listeners[0]!(task, position);
+    const rig = RunRig.start(chain({ temporary: true, workers: 1, cpus: 3 }), {
+      preferDownstream: true,
+      resources: { cpu: 3 },
+      temporary: ["b"],
+      maxInFlight: 4,
+      sink: {
+        done(report: BlockReport): void | Promise<void> {
+          if (report.task === 2) cRuns.set(report.position, (cRuns.get(report.position) ?? 0) + 1);
+          if (report.task !== 1) return undefined;
+          return new Promise((resolve, reject) =>
+            commits.set(report.position, { resolve, reject })
+          );
+        },
+        failed(): void {},
+        onRenamed: (listener) => void listeners.push(listener),
+      },
+    });
+    const step = async () => {
+      let acted = false;
+      for (const e of rig.fakes.made) {
+        acted = true;
+        if (e.state === "starting") e.becomeReady();
+        else if (e.state === "ready" && e.recallPending) e.answerRecall();
+        else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length);
+        else acted = false;
+      }
+      await rig.settle();
+      return acted;
+    };
+    for (let round = 0; commits.size === 0; round++) {
+      assert.ok(round < 1000, "b never reported a block done");
+      await step();
+    }
+    assert.equal(listeners.length, 1, "the run listens for renames");
+    const c = () => rig.counters("c");
+    assert.equal(
+      c().ready + c().processing + c().completed,
+      0,
+      "c ran before b's files were there",
+    );
+    const [first] = [...commits.keys()];
+    renamed(1, first!);
+    await rig.settle();
+    assert.equal(c().ready + c().processing, 1, "c's reader of the renamed block did not start");
+    assert.equal(rig.counters("b").completed, 0, "b's block is done before its commit ended");
+    renamed(1, first!);
+    await rig.settle();
+    assert.equal(c().ready + c().processing, 1, "a second rename released the reader again");
+    let failedOnce = !failFirst;
+    for (let round = 0; rig.result === null; round++) {
+      assert.ok(round < 20_000, "the run does not end");
+      for (const [position, commit] of [...commits]) {
+        commits.delete(position);
+        renamed(1, position);
+        if (!failedOnce) {
+          failedOnce = true;
+          commit.reject(new Error("the barrier failed"));
+        } else commit.resolve();
+      }
+      if (!(await step())) rig.advance(100);
+    }
+    const result = await rig.finished();
+    return { result, rig, cRuns };
+  }
+
+  it("c runs each reader once, whether b's commit ends or is released first", async () => {
+    const { result, rig, cRuns } = await heldCommits(false);
+    assert.equal(result.outcome, "complete");
+    assert.equal(rig.counters("b").completed, BLOCKS);
+    assert.equal(rig.counters("c").completed, BLOCKS);
+    assert.equal(cRuns.size, BLOCKS);
+    assert.ok([...cRuns.values()].every((n) => n === 1), "a c block ran twice");
+  });
+
+  it("a commit that fails after the release retries b's block without releasing its reader twice", async () => {
+    const { result, rig, cRuns } = await heldCommits(true);
+    assert.equal(result.outcome, "complete");
+    assert.equal(rig.counters("b").completed, BLOCKS);
+    assert.equal(rig.counters("b").failedAttempts, 1);
+    assert.equal(rig.counters("c").completed, BLOCKS);
+    assert.ok([...cRuns.values()].every((n) => n === 1), "a c block ran twice");
+  });
+});

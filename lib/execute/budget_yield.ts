@@ -137,8 +137,10 @@ export function temporaryAllowance(o: PacingContext, executor: Executor): number
     o.completion.holdForRemoval();
     return 0;
   }
-  let inPipe = o.scheduler.snapshot(t).processing;
-  if (readerStarving(o, t)) inPipe -= Math.floor(o.completion.committing(t) / 2);
+  // Blocks released early already reached the readers: supply delivered, not in the pipe.
+  const released = o.scheduler.releasedEarly(t);
+  let inPipe = o.scheduler.snapshot(t).processing - released;
+  if (readerStarving(o, t)) inPipe -= Math.floor((o.completion.committing(t) - released) / 2);
   const left = windows - inPipe;
   return left < executor.window / 2 ? 0 : left;
 }

@@ -57,6 +57,11 @@ export interface CompletionSink {
   removalBacklog?(task: number): number;
   /** Call `listener` after each batch of removals (pacing may let a temporary task go on). */
   onRemoved?(listener: () => void): void;
+  /**
+   * Call `listener` when a block's outputs are in place for its readers, before its completion
+   * is durable: its downstream is released then, and nothing more when it succeeds.
+   */
+  onRenamed?(listener: (task: number, position: number) => void): void;
 }
 
 export interface CompletionOptions {
@@ -85,6 +90,10 @@ export class BlockCompletion {
       if (!this.#heldForRemoval || this.#closed) return;
       this.#heldForRemoval = false;
       options.onSettled();
+    });
+    options.sink?.onRenamed?.((task, position) => {
+      if (this.#closed) return;
+      if (options.scheduler.releaseEarly(task, position)) options.onSettled();
     });
   }
 

@@ -45,6 +45,8 @@ export interface CommitRequest {
   readonly provenance: string;
   readonly recipe: number;
   readonly seconds: number;
+  /** Called once the block's files are in place, before the barrier that makes that durable. */
+  readonly onRenamed?: () => void;
 }
 
 /** One rename of a commit: a staged file, or a staged folder (a path output that is a folder). */
@@ -219,6 +221,7 @@ export class OutputCommitter {
         folders: [...waiting.folders, ...renamed.folders],
       };
       this.#renaming = null;
+      for (const p of renamed.blocks) p.request.onRenamed?.();
     });
   }
 

@@ -59,6 +59,7 @@ export class RunOutputs implements CompletionSink {
   readonly #onNotice: (message: string) => void;
   #flushScheduled = false;
   #onRemoved: () => void = () => {};
+  #onRenamed: ((task: number, position: number) => void) | null = null;
   readonly #quarantined = new Set<string>();
 
   private constructor(
@@ -109,6 +110,10 @@ export class RunOutputs implements CompletionSink {
 
   onRemoved(listener: () => void): void {
     this.#onRemoved = listener;
+  }
+
+  onRenamed(listener: (task: number, position: number) => void): void {
+    this.#onRenamed = listener;
   }
 
   /** What the progress line and summary show of a temporary task, or null. */
@@ -292,6 +297,13 @@ export class RunOutputs implements CompletionSink {
     // durable: a kill after that record then leaves a block that is done and fresh, not one
     // that runs again for want of provenance. Until the block is done nothing reads them.
     this.provenance.record(t, report.position, commit.content);
+    // A temporary task's readers start once its files are in place, a barrier before the block
+    // is done: pacing keeps the task just ahead of them, so they would otherwise wait for every
+    // one of its commits (docs/design/TEMPORARIES.md, Scheduling).
+    const renamed = this.#onRenamed;
+    const early = renamed !== null && this.#pipeline.tasks[t]!.temporary
+      ? { onRenamed: () => renamed(t, copy.position) }
+      : {};
     return this.#committer.commit({
       block,
       plans: this.plans[t]!,
@@ -300,6 +312,7 @@ export class RunOutputs implements CompletionSink {
       provenance,
       recipe: this.provenance.recipeIndex(t),
       seconds: report.seconds,
+      ...early,
     }).then(() => {
       const store = this.#session.store(t);
       const cell = this.#graph.layouts[t]!.trackingCellOf(copy.position);

@@ -52,6 +52,8 @@ export class Scheduler {
   readonly #pending: PositionCounts[] = [];
   readonly #orphaned: Set<number>[] = [];
   readonly #retries: Map<number, number>[] = [];
+  /** Per task, processing blocks whose downstream was released before they succeeded. */
+  readonly #releasedEarly: Set<number>[] = [];
   readonly #options: readonly SchedulerTaskOptions[];
   readonly #events: SchedulerEvents;
 
@@ -79,6 +81,7 @@ export class Scheduler {
       this.#pending.push(new PositionCounts());
       this.#orphaned.push(new Set());
       this.#retries.push(new Map());
+      this.#releasedEarly.push(new Set());
       if (options[t]!.alreadyDone === true) {
         this.#counters.push(TaskCounters.alreadyDone(layout.blockCount));
         this.#queues.push(new ReadyQueue(null));
@@ -154,9 +157,29 @@ export class Scheduler {
     if (running === null) return false;
     running.complete(skipped !== null);
     this.#retries[task]!.delete(position);
-    this.#releaseDownstream(task, position);
+    if (!this.#releasedEarly[task]!.delete(position)) this.#releaseDownstream(task, position);
     this.#finalize(task);
     return true;
+  }
+
+  /**
+   * Release the blocks downstream of a processing block before it succeeds: its outputs are in
+   * place for its readers and only not yet durable (a temporary task's block once its files are
+   * renamed into place). Once per block: its success later releases nothing more, nor does a
+   * retry after its commit failed. Returns false when nothing was released.
+   */
+  releaseEarly(task: number, position: number): boolean {
+    if (this.#counters[task]!.whileRunning() === null) return false;
+    const released = this.#releasedEarly[task]!;
+    if (released.has(position)) return false;
+    released.add(position);
+    this.#releaseDownstream(task, position);
+    return true;
+  }
+
+  /** Processing blocks of the task whose downstream was released early (`releaseEarly`). */
+  releasedEarly(task: number): number {
+    return this.#releasedEarly[task]!.size;
   }
 
   /**
@@ -197,7 +220,10 @@ export class Scheduler {
     }
     retries.delete(position);
     running.failPermanently();
-    const touched = this.#orphanDownstream(task, position);
+    // Released early, its readers had its files in place and went on: none is orphaned.
+    const touched = this.#releasedEarly[task]!.delete(position)
+      ? new Set<number>()
+      : this.#orphanDownstream(task, position);
     this.#finalize(task);
     for (const t of touched) this.#finalize(t);
     return "failed";
@@ -232,6 +258,7 @@ export class Scheduler {
       this.#queues[t]!.clear();
       this.#pending[t]!.clear();
       this.#retries[t]!.clear();
+      this.#releasedEarly[t]!.clear();
       abandoned.push(t);
       this.#events.onTaskFinished?.(t);
       for (const d of this.graph.dag.downstream[t]!) stack.push([d, upstream]);
