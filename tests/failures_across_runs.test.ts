@@ -151,4 +151,29 @@ describe("errors.jsonl after a kill mid-append", () => {
     const status = await runCli(["status", path.join(trackingOf(dir), "a"), "--failed"]);
     assert.match(status.stdout, /a\/1 {2}index \(1\) {2}2 attempts/);
   });
+
+  it("goes on when errors.jsonl cannot be appended to (a full disk), saying what is lost", async () => {
+    const dir = newDir("unwritable");
+    writePipeline(dir);
+    assert.equal((await runLogged(dir, { FAIL: "a1" })).result.code, 1);
+    // A folder where the file should be: every append fails, as on a full disk.
+    const file = path.join(trackingOf(dir), "a", "errors.jsonl");
+    fs.rmSync(file);
+    fs.mkdirSync(file);
+    const { result, ran } = await runLogged(dir, { FAIL: "a1", RETRIES: "1" });
+    assert.equal(result.code, 1, describeRun(result));
+    assert.doesNotMatch(result.stderr, /internal error/);
+    const warnings = result.stderr.split("\n").filter((l) => l.includes("could not append"));
+    assert.equal(
+      warnings.length,
+      1,
+      `one warning for the file, not one per attempt:\n${result.stderr}`,
+    );
+    assert.match(
+      warnings[0]!,
+      /block 1 \(task "a"\) to .*errors\.jsonl: .*free space on that disk/,
+    );
+    assert.match(result.stdout + result.stderr, /block a1 is broken/);
+    assert.ok(ran.length > 0, "the other blocks ran");
+  });
 });

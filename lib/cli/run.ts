@@ -250,6 +250,7 @@ async function runLoop(
   const errorsLog = errorsLogObserver({
     storeOf: (id) => tracking.store(pipeline.tasks.findIndex((t) => t.id === id))?.path ?? null,
     runId: tracking.runId,
+    onNotice: (message) => observer.notice?.(message),
     ignore: (f) => {
       const t = pipeline.tasks.findIndex((task) => task.id === f.taskId);
       return outputs.wasQuarantined(t, positionOfIndex(graph.layouts[t]!, f.index));

@@ -38,12 +38,15 @@ export interface ErrorsLogOptions {
   /** Failures that are not attempts (a quarantined block refused unrun): not logged. */
   readonly ignore?: (failure: BlockFailure) => boolean;
   readonly now?: () => Date;
+  /** Told once per file when a record cannot be appended (a full disk): the run goes on. */
+  readonly onNotice?: (message: string) => void;
 }
 
 /** A run observer that appends every failed attempt to its task's errors.jsonl. */
 export function errorsLogObserver(options: ErrorsLogOptions): RunObserver {
   const now = options.now ?? (() => new Date());
   const checked = new Set<string>();
+  const unwritable = new Set<string>();
   return {
     blockFailed(failure) {
       if (options.ignore?.(failure) === true) return;
@@ -61,10 +64,22 @@ export function errorsLogObserver(options: ErrorsLogOptions): RunObserver {
         permanent: failure.permanent,
       };
       const file = path.join(store, ERRORS_FILE);
-      // A kill mid-append leaves a torn last line: end it before this run's first record.
-      const lead = checked.has(file) || endsLine(file) ? "" : "\n";
-      checked.add(file);
-      fs.appendFileSync(file, lead + JSON.stringify(record) + "\n");
+      try {
+        // A kill mid-append leaves a torn last line: end it before this run's first record.
+        const lead = checked.has(file) || endsLine(file) ? "" : "\n";
+        checked.add(file);
+        fs.appendFileSync(file, lead + JSON.stringify(record) + "\n");
+      } catch (error) {
+        // The failure itself still reaches the summary, the events and the exit code; only its
+        // history in the store is lost, which must not end the run.
+        if (unwritable.has(file)) return;
+        unwritable.add(file);
+        options.onNotice?.(
+          `warning: could not append a failed attempt of block ${record.block} (task "${record.task}") to ${file}: ${
+            (error as Error).message
+          }; the failure is still reported, but \`status --failed\` will not list it (free space on that disk, then rerun)`,
+        );
+      }
     },
   };
 }
