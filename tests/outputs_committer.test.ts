@@ -45,7 +45,7 @@ function setUp(blocks: number, runId: string) {
   const staging = new BlockOutputs(plans, runId);
   const committer = new OutputCommitter(runId);
   /** Block `p` stages its file (which then vanishes, when asked) and is committed. */
-  const stageAndCommit = (p: number, vanish = false): Promise<void> => {
+  const stageAndCommit = (p: number, vanish = false, into = manifest): Promise<void> => {
     const block = makeBlock("t", layout, p, 1);
     const where = staging.prepare(block);
     fs.writeFileSync(where["o"]!, `block ${p}`);
@@ -55,7 +55,7 @@ function setUp(blocks: number, runId: string) {
       block,
       plans,
       commit,
-      manifest,
+      manifest: into,
       provenance: "f".repeat(64),
       recipe: 0,
       seconds: 0.001,
@@ -115,6 +115,33 @@ describe("the output committer", () => {
     const read = readManifest(store);
     assert.equal(read.blocks.get("7")?.state, "dropped");
     assert.equal(read.blocks.get("8")?.state, "committed");
+  });
+});
+
+describe("a barrier that fails", () => {
+  it("fails every block in flight, none left waiting, and the committer goes on", async () => {
+    const { layout, store, committer, stageAndCommit } = setUp(60, "run3");
+    // A manifest whose folder is gone: syncfs cannot reach it, and its fsync fails (as on a
+    // disk that returns EIO), so every barrier that covers it throws.
+    const failing = new ManifestWriter(store);
+    Object.defineProperty(failing, "path", { value: path.join(store, "gone", "manifest.jsonl") });
+    failing.sync = () => Promise.reject(new Error("EIO: i/o error, fsync"));
+    const outcomes = Promise.allSettled(
+      Array.from({ length: layout.blockCount }, (_, p) => stageAndCommit(p, false, failing)),
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const settled = await Promise.race([
+      outcomes,
+      new Promise<null>((r) => (timer = setTimeout(() => r(null), 3_000))),
+    ]);
+    clearTimeout(timer);
+    assert.ok(settled !== null, "some commits never settled after the barrier failed");
+    assert.ok(settled.every((o) => o.status === "rejected"), "a block was done without a barrier");
+    for (const o of settled) {
+      assert.match(((o as PromiseRejectedResult).reason as Error).message, /^commit failed: /);
+    }
+    await committer.drain();
+    failing.close();
   });
 });
 

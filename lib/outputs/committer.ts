@@ -83,6 +83,8 @@ export class OutputCommitter {
   /** The renames in progress (at most one batch at a time), and their outcome once known. */
   #renaming: Promise<void> | null = null;
   #renamed: Renamed | null = null;
+  /** The blocks the running barrier covers (the new batch and the renamed ones). */
+  #inBarrier: readonly Pending[] = [];
   /** Manifests written since the last barrier. */
   readonly #written = new Set<ManifestWriter>();
 
@@ -138,10 +140,12 @@ export class OutputCommitter {
   async #failEverything(error: Error): Promise<void> {
     await this.#renaming;
     const all = [
+      ...this.#inBarrier,
       ...(this.#renamed?.blocks ?? []),
       ...this.#intended,
       ...this.#queue,
     ];
+    this.#inBarrier = [];
     this.#renamed = null;
     this.#intended = [];
     this.#queue = [];
@@ -182,7 +186,9 @@ export class OutputCommitter {
       else await this.#renaming;
       return;
     }
+    this.#inBarrier = [...fresh, ...(covered?.blocks ?? [])];
     await this.#barrier(fresh, covered);
+    this.#inBarrier = [];
     if (covered !== null && covered.blocks.length > 0) {
       // The renames are durable: the blocks are committed. Their commit records only spare the
       // next start from hashing their files (an intent whose files all match is adopted), so the
