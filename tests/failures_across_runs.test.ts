@@ -176,4 +176,25 @@ describe("errors.jsonl after a kill mid-append", () => {
     assert.match(result.stdout + result.stderr, /block a1 is broken/);
     assert.ok(ran.length > 0, "the other blocks ran");
   });
+
+  it("a run record that cannot be appended is a warning; every store still closes", async () => {
+    const dir = newDir("runs-log");
+    writePipeline(dir);
+    assert.equal((await runLogged(dir)).result.code, 0);
+    const log = path.join(trackingOf(dir), "a", "runs.jsonl");
+    fs.rmSync(log);
+    fs.mkdirSync(log);
+    const { result } = await runLogged(dir, {}, ["--force", "a"]);
+    assert.equal(result.code, 0, describeRun(result));
+    assert.match(
+      result.stderr,
+      /warning: Cannot open the run log .*runs\.jsonl: .*this run's record is missing there/,
+    );
+    assert.doesNotMatch(result.stderr, /internal error/);
+    const b = fs.readFileSync(path.join(trackingOf(dir), "b", "runs.jsonl"), "utf8");
+    assert.equal(b.trim().split("\n").length, 2, "the other store got its record");
+    // Nothing was left locked: the next run starts.
+    fs.rmSync(log, { recursive: true });
+    assert.equal((await runLogged(dir)).result.code, 0);
+  });
 });

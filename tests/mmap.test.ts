@@ -272,6 +272,31 @@ for (const kind of KINDS) {
       },
     );
 
+    it(
+      "gives a file mapped for writing all its blocks, so a full disk cannot turn a write into SIGBUS",
+      { skip: process.platform !== "linux" ? "posix_fallocate is Linux's" : mmapOnly.skip },
+      async () => {
+        const bytes = 1 << 20;
+        const sparse = path.join(dir, `sparse-${kind}.bin`);
+        fs.rmSync(sparse, { force: true });
+        fs.closeSync(fs.openSync(sparse, "w"));
+        fs.truncateSync(sparse, bytes);
+        const reader = await open(sparse, bytes, false, true);
+        reader.close();
+        assert.ok(fs.statSync(sparse).blocks * 512 < bytes, "a read-only open allocated blocks");
+        const writer = await open(sparse, bytes, false);
+        try {
+          assert.ok(
+            fs.statSync(sparse).blocks * 512 >= bytes,
+            `${fs.statSync(sparse).blocks} blocks of 512 bytes for ${bytes} bytes`,
+          );
+          assert.ok(writer.view().every((b) => b === 0), "allocating changed the contents");
+        } finally {
+          writer.close();
+        }
+      },
+    );
+
     it("readOnly refuses nothing but never writes back", here, async () => {
       const target = path.join(dir, `readonly-${kind}.bin`);
       const original = new Uint8Array(8192).map((_, i) => i & 255);

@@ -118,8 +118,37 @@ describe("the output committer", () => {
   });
 });
 
-describe("a barrier that fails", () => {
-  it("fails every block in flight, none left waiting, and the committer goes on", async () => {
+describe("a commit turn that fails", () => {
+  /** Commit every block into `failing`; all must settle, rejected, within 3 s. */
+  async function allRejected(blocks: number, runId: string, fail: (m: ManifestWriter) => void) {
+    const { layout, store, committer, stageAndCommit } = setUp(blocks, runId);
+    const failing = new ManifestWriter(store);
+    fail(failing);
+    const outcomes = Promise.allSettled(
+      Array.from({ length: layout.blockCount }, (_, p) => stageAndCommit(p, false, failing)),
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const settled = await Promise.race([
+      outcomes,
+      new Promise<null>((r) => (timer = setTimeout(() => r(null), 3_000))),
+    ]);
+    clearTimeout(timer);
+    assert.ok(settled !== null, "some commits never settled after the turn failed");
+    assert.ok(settled.every((o) => o.status === "rejected"), "a block was done without its turn");
+    await committer.drain();
+    return settled.map((o) => ((o as PromiseRejectedResult).reason as Error).message);
+  }
+
+  it("a manifest that cannot be written (a full disk) fails every block, none left waiting", async () => {
+    const messages = await allRejected(50, "run4", (m) => {
+      m.write = () => {
+        throw new Error("ENOSPC: no space left on device, write");
+      };
+    });
+    assert.ok(messages.every((m) => /^commit failed: ENOSPC/.test(m)), messages[0]);
+  });
+
+  it("a barrier that fails fails every block in flight, none left waiting", async () => {
     const { layout, store, committer, stageAndCommit } = setUp(60, "run3");
     // A manifest whose folder is gone: syncfs cannot reach it, and its fsync fails (as on a
     // disk that returns EIO), so every barrier that covers it throws.

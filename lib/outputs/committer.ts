@@ -83,8 +83,8 @@ export class OutputCommitter {
   /** The renames in progress (at most one batch at a time), and their outcome once known. */
   #renaming: Promise<void> | null = null;
   #renamed: Renamed | null = null;
-  /** The blocks the running barrier covers (the new batch and the renamed ones). */
-  #inBarrier: readonly Pending[] = [];
+  /** The blocks the running turn took (its new batch and the renamed ones) until it ends. */
+  #inTurn: readonly Pending[] = [];
   /** Manifests written since the last barrier. */
   readonly #written = new Set<ManifestWriter>();
 
@@ -140,12 +140,12 @@ export class OutputCommitter {
   async #failEverything(error: Error): Promise<void> {
     await this.#renaming;
     const all = [
-      ...this.#inBarrier,
+      ...this.#inTurn,
       ...(this.#renamed?.blocks ?? []),
       ...this.#intended,
       ...this.#queue,
     ];
-    this.#inBarrier = [];
+    this.#inTurn = [];
     this.#renamed = null;
     this.#intended = [];
     this.#queue = [];
@@ -162,6 +162,9 @@ export class OutputCommitter {
   async #step(): Promise<void> {
     const fresh = this.#queue;
     this.#queue = [];
+    // Until the turn ends, a failure anywhere in it (a manifest write on a full disk, a barrier)
+    // must fail these blocks too: they are in no other list meanwhile.
+    this.#inTurn = fresh;
     if (fresh.length > 0) {
       crashPoint("commit:staged");
       const at = new Date().toISOString();
@@ -180,15 +183,14 @@ export class OutputCommitter {
     }
     const covered = this.#renamed;
     this.#renamed = null;
+    if (covered !== null) this.#inTurn = [...fresh, ...covered.blocks];
     if (fresh.length === 0 && covered === null) {
       // Nothing for a barrier to make durable: start or wait for renames.
       if (this.#renaming === null) this.#startRenames();
       else await this.#renaming;
       return;
     }
-    this.#inBarrier = [...fresh, ...(covered?.blocks ?? [])];
     await this.#barrier(fresh, covered);
-    this.#inBarrier = [];
     if (covered !== null && covered.blocks.length > 0) {
       // The renames are durable: the blocks are committed. Their commit records only spare the
       // next start from hashing their files (an intent whose files all match is adopted), so the
@@ -208,6 +210,7 @@ export class OutputCommitter {
       }
     }
     this.#intended.push(...fresh);
+    this.#inTurn = [];
     if (this.#renaming === null) this.#startRenames();
   }
 

@@ -37,11 +37,15 @@ interface BunSymbolSpec {
   readonly returns: string;
 }
 
+interface BunAllocateSymbols {
+  posix_fallocate(fd: number, offset: number, length: number): number;
+}
+
 interface BunFfiModule {
-  dlopen(
+  dlopen<S>(
     library: string,
-    symbols: Readonly<Record<keyof BunLibcSymbols, BunSymbolSpec>>,
-  ): { readonly symbols: BunLibcSymbols };
+    symbols: Readonly<Record<keyof S, BunSymbolSpec>>,
+  ): { readonly symbols: S };
   toArrayBuffer(ptr: Pointer, byteOffset: number, byteLength: number): ArrayBuffer;
 }
 
@@ -54,6 +58,10 @@ const SYMBOLS: Readonly<Record<keyof BunLibcSymbols, BunSymbolSpec>> = {
   msync: { args: ["ptr", "u64", "i32"], returns: "i32" },
   madvise: { args: ["ptr", "u64", "i32"], returns: "i32" },
   munmap: { args: ["ptr", "u64"], returns: "i32" },
+};
+
+const ALLOCATE: Readonly<Record<keyof BunAllocateSymbols, BunSymbolSpec>> = {
+  posix_fallocate: { args: ["i32", "i64", "i64"], returns: "i32" },
 };
 
 const loaded = new Map<string, Promise<LibcBinding>>();
@@ -75,14 +83,22 @@ async function bind(library: string): Promise<LibcBinding> {
   let libc: BunLibcSymbols;
   try {
     ffi = (await import("bun:ffi")) as unknown as BunFfiModule;
-    libc = ffi.dlopen(library, SYMBOLS).symbols;
+    libc = ffi.dlopen<BunLibcSymbols>(library, SYMBOLS).symbols;
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new Error(`openMapped: dlopen("${library}") through bun:ffi failed: ${why}`);
   }
+  let allocate: ((fd: number, length: number) => number) | undefined;
+  try {
+    const { posix_fallocate } = ffi.dlopen<BunAllocateSymbols>(library, ALLOCATE).symbols;
+    allocate = (fd, length) => posix_fallocate(fd, 0, length);
+  } catch {
+    // No posix_fallocate in this libc (macOS): mapped files stay sparse.
+  }
   return {
     library,
     maxViewBytes: BUN_MAX_VIEW_BYTES,
+    ...(allocate === undefined ? {} : { allocate }),
     open: (path, flags, mode) => libc.open(path, flags, mode),
     close: (fd) => libc.close(fd),
     ftruncate: (fd, length) => libc.ftruncate(fd, length),

@@ -35,11 +35,15 @@ interface DenoSymbolSpec {
   readonly result: string;
 }
 
+interface DenoAllocateSymbols {
+  posix_fallocate(fd: number, offset: number, length: number): number;
+}
+
 interface DenoFfiNamespace {
-  dlopen?: (
+  dlopen?: <S>(
     library: string,
-    symbols: Readonly<Record<keyof DenoLibcSymbols, DenoSymbolSpec>>,
-  ) => { readonly symbols: DenoLibcSymbols };
+    symbols: Readonly<Record<keyof S, DenoSymbolSpec>>,
+  ) => { readonly symbols: S };
   UnsafePointer: { value(pointer: DenoPointer): number | bigint };
   UnsafePointerView: { getArrayBuffer(pointer: DenoPointer, byteLength: number): ArrayBuffer };
   permissions?: { querySync?: (descriptor: { name: "ffi" }) => { state: string } };
@@ -54,6 +58,10 @@ const SYMBOLS: Readonly<Record<keyof DenoLibcSymbols, DenoSymbolSpec>> = {
   msync: { parameters: ["pointer", "usize", "i32"], result: "i32" },
   madvise: { parameters: ["pointer", "usize", "i32"], result: "i32" },
   munmap: { parameters: ["pointer", "usize"], result: "i32" },
+};
+
+const ALLOCATE: Readonly<Record<keyof DenoAllocateSymbols, DenoSymbolSpec>> = {
+  posix_fallocate: { parameters: ["i32", "i64", "i64"], result: "i32" },
 };
 
 const MAP_FAILED = 0xffffffffffffffffn;
@@ -91,14 +99,22 @@ export function loadDenoLibc(library: string): LibcBinding {
   }
   let libc: DenoLibcSymbols;
   try {
-    libc = d.dlopen(library, SYMBOLS).symbols;
+    libc = d.dlopen<DenoLibcSymbols>(library, SYMBOLS).symbols;
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new Error(`openMapped: Deno.dlopen("${library}") failed: ${why}`);
   }
+  let allocate: ((fd: number, length: number) => number) | undefined;
+  try {
+    const { posix_fallocate } = d.dlopen<DenoAllocateSymbols>(library, ALLOCATE).symbols;
+    allocate = (fd, length) => posix_fallocate(fd, 0, length);
+  } catch {
+    // No posix_fallocate in this libc (macOS): mapped files stay sparse.
+  }
   const binding: LibcBinding = {
     library,
     maxViewBytes: Number.MAX_SAFE_INTEGER,
+    ...(allocate === undefined ? {} : { allocate }),
     open: (path, flags, mode) => libc.open(path, flags, mode),
     close: (fd) => libc.close(fd),
     ftruncate: (fd, length) => libc.ftruncate(fd, length),

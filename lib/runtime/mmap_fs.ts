@@ -40,6 +40,11 @@ export interface LibcBinding {
   open(path: Uint8Array, flags: number, mode: number): number;
   close(fd: number): number;
   ftruncate(fd: number, length: number): number;
+  /**
+   * `posix_fallocate(fd, 0, length)`: 0, or the error number. Missing where libc has no such
+   * function (macOS): the file then stays sparse.
+   */
+  readonly allocate?: (fd: number, length: number) => number;
   /** `lseek(fd, offset, whence)`: the resulting offset, or a negative number on failure. */
   lseek(fd: number, offset: number, whence: number): number;
   /** `mmap(NULL, length, prot, flags, fd, 0)`; null when it returned NULL or MAP_FAILED. */

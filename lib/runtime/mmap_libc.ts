@@ -109,6 +109,7 @@ export function mapWithLibc(
       if (!isRegularFile(path)) throw new Error(`openMapped: "${path}" is not a regular file`);
       throw sizeMismatchError(path, byteLength, size);
     }
+    if (!readOnly) allocateOrRefuse(libc, fd, path, byteLength);
     const prot = readOnly
       ? "PROT_READ|PROT_WRITE, MAP_PRIVATE"
       : "PROT_READ|PROT_WRITE, MAP_SHARED";
@@ -171,4 +172,27 @@ function removeQuietly(path: string): void {
   } catch {
     // Left as an empty file; the next create refuses it with a size mismatch.
   }
+}
+
+/** posix_fallocate's answers that mean the disk (or the quota) has no room. */
+const NO_ROOM: Readonly<Record<number, string>> = {
+  27: "file too large",
+  28: "no space left on device",
+  122: "disk quota exceeded",
+};
+
+/**
+ * Give a writable mapping's file all its blocks now. A store file is created sparse; a write
+ * through the mapping into a hole on a full disk is a SIGBUS, which kills the run with no
+ * message. Allocated up front, a full disk is a clear refusal at the start instead, and blocks
+ * written later still have their place. Filesystems that cannot allocate keep the old way.
+ */
+function allocateOrRefuse(libc: LibcBinding, fd: number, path: string, byteLength: number): void {
+  if (libc.allocate === undefined || byteLength === 0) return;
+  const rc = libc.allocate(fd, byteLength);
+  const why = NO_ROOM[rc];
+  if (why === undefined) return;
+  throw new Error(
+    `not enough room on the disk for "${path}" (${byteLength} bytes; posix_fallocate: ${why}); free space on that disk, or put the tracking store on another one (--tracking-dir)`,
+  );
 }

@@ -296,10 +296,17 @@ export class TrackingSession implements CompletionSink {
       if (tracked === null || tracked === undefined) continue;
       try {
         tracked.store.flush();
-        appendRunRecord(tracked.store.path, {
-          ...this.runRecord(t, result, exitCode, stoppedBy),
-          skip_mask: skipMask(t),
-        });
+        try {
+          appendRunRecord(tracked.store.path, {
+            ...this.runRecord(t, result, exitCode, stoppedBy),
+            skip_mask: skipMask(t),
+          });
+        } catch (error) {
+          // A run record that cannot be appended (a full disk) loses only that line of
+          // `runs.jsonl`: the ledger is flushed, and every other store must still close.
+          if (!(error instanceof StoreError) || this.options.onNotice === undefined) throw error;
+          this.options.onNotice(`warning: ${error.message}; this run's record is missing there`);
+        }
       } finally {
         tracked.store.close();
         tracked.lock.release();
