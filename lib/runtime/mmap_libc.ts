@@ -188,11 +188,25 @@ const NO_ROOM: Readonly<Record<number, string>> = {
  * written later still have their place. Filesystems that cannot allocate keep the old way.
  */
 function allocateOrRefuse(libc: LibcBinding, fd: number, path: string, byteLength: number): void {
-  if (libc.allocate === undefined || byteLength === 0) return;
+  if (libc.allocate === undefined || byteLength === 0 || !hasHoles(path, byteLength)) return;
   const rc = libc.allocate(fd, byteLength);
   const why = NO_ROOM[rc];
   if (why === undefined) return;
   throw new Error(
     `not enough room on the disk for "${path}" (${byteLength} bytes; posix_fallocate: ${why}); free space on that disk, or put the tracking store on another one (--tracking-dir)`,
   );
+}
+
+/**
+ * Whether the file has fewer blocks on disk than its size needs. An allocated file is left alone:
+ * `posix_fallocate` would still touch its times, and a command refused later (another run holds
+ * a store) must change nothing.
+ */
+function hasHoles(path: string, byteLength: number): boolean {
+  try {
+    const blocks = fs.statSync(path).blocks;
+    return !(typeof blocks === "number" && blocks * 512 >= byteLength);
+  } catch {
+    return true;
+  }
 }
