@@ -299,10 +299,16 @@ export class RunOutputs implements CompletionSink {
     this.provenance.record(t, report.position, commit.content);
     // A temporary task's readers start once its files are in place, a barrier before the block
     // is done: pacing keeps the task just ahead of them, so they would otherwise wait for every
-    // one of its commits (docs/design/TEMPORARIES.md, Scheduling).
+    // one of its commits (docs/design/TEMPORARIES.md, Early release). Its outputs are present
+    // from then on: a reader that claims it (`inputsPresent`) must not find it deleted.
     const renamed = this.#onRenamed;
     const early = renamed !== null && this.#pipeline.tasks[t]!.temporary
-      ? { onRenamed: () => renamed(t, copy.position) }
+      ? {
+        onRenamed: () => {
+          this.#markPresent(t, copy.position);
+          renamed(t, copy.position);
+        },
+      }
       : {};
     return this.#committer.commit({
       block,
@@ -314,9 +320,7 @@ export class RunOutputs implements CompletionSink {
       seconds: report.seconds,
       ...early,
     }).then(() => {
-      const store = this.#session.store(t);
-      const cell = this.#graph.layouts[t]!.trackingCellOf(copy.position);
-      if (store?.provenance != null && cell >= 0) store.provenance.outputs[cell] = OUTPUTS_PRESENT;
+      this.#markPresent(t, copy.position);
       this.#session.done(copy);
       crashPoint("commit:done");
       this.#temporaries?.committed(
@@ -327,6 +331,12 @@ export class RunOutputs implements CompletionSink {
       );
       this.#readerDone(t, copy.position);
     });
+  }
+
+  #markPresent(task: number, position: number): void {
+    const store = this.#session.store(task);
+    const cell = this.#graph.layouts[task]!.trackingCellOf(position);
+    if (store?.provenance != null && cell >= 0) store.provenance.outputs[cell] = OUTPUTS_PRESENT;
   }
 
   /** A block skipped as done (or masked) no longer needs the temporaries it reads. */
