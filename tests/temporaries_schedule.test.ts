@@ -31,6 +31,20 @@ function chain(o: Chain): Parameters<typeof RunRig.start>[0] {
   ];
 }
 
+/** Every fake executor does its next thing (start, answer a recall, finish what it holds). */
+async function stepAll(rig: RunRig): Promise<boolean> {
+  let acted = false;
+  for (const e of rig.fakes.made) {
+    acted = true;
+    if (e.state === "starting") e.becomeReady();
+    else if (e.state === "ready" && e.recallPending) e.answerRecall();
+    else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length);
+    else acted = false;
+  }
+  await rig.settle();
+  return acted;
+}
+
 /** Run the chain to its end; the most b blocks that were done and not yet read by c at once. */
 async function peakUnread(
   preferDownstream: boolean,
@@ -117,18 +131,7 @@ describe("scheduling with temporaries", () => {
       },
     });
     const bTaken = () => rig.counters("b").processing + rig.counters("b").completed;
-    const step = async () => {
-      let acted = false;
-      for (const e of rig.fakes.made) {
-        acted = true;
-        if (e.state === "starting") e.becomeReady();
-        else if (e.state === "ready" && e.recallPending) e.answerRecall();
-        else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length);
-        else acted = false;
-      }
-      await rig.settle();
-      return acted;
-    };
+    const step = () => stepAll(rig);
     for (let round = 0; backlog <= 4; round++) {
       assert.ok(round < 1000, "c never got 5 blocks done");
       await step();
@@ -185,18 +188,7 @@ describe("readers of a temporary block start once its files are in place", () =>
         onRenamed: (listener) => void listeners.push(listener),
       },
     });
-    const step = async () => {
-      let acted = false;
-      for (const e of rig.fakes.made) {
-        acted = true;
-        if (e.state === "starting") e.becomeReady();
-        else if (e.state === "ready" && e.recallPending) e.answerRecall();
-        else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length);
-        else acted = false;
-      }
-      await rig.settle();
-      return acted;
-    };
+    const step = () => stepAll(rig);
     for (let round = 0; commits.size === 0; round++) {
       assert.ok(round < 1000, "b never reported a block done");
       await step();
