@@ -15,9 +15,9 @@
  * they reached the disk (about 135 µs a file), and each commit barrier (`syncfs`) flushes the
  * disk's cache; without a journal, its allocator also skips recently deleted inodes one by one
  * on every file creation. tmpfs does none of this. On any disk, though, each block reaches its
- * readers two commit barriers (`syncfs`) after its result, and the pacing that keeps the
- * temporary task just ahead of its readers makes them wait for those: a default-mounted ext4 is
- * as slow as the `discard` one (docs/design/TEMPORARIES.md, Limits).
+ * readers a commit barrier (`syncfs`) after its result, and is freed a barrier after theirs;
+ * the pacing that keeps the temporary task just ahead of its readers makes them wait for those:
+ * a default-mounted ext4 misses the speed budget too (docs/design/TEMPORARIES.md, Limits).
  *
  *   npx bun bench/temporary.ts [--side 16] [--repetitions 8] [--budget] [--dir DIR]
  */

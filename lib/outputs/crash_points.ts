@@ -1,8 +1,9 @@
 /**
  * Crash points for the crash tests: `BLOCKWISE_TEST_CRASH_AT=<point>:<n>` makes the process kill
  * itself with SIGKILL the n-th time it reaches `<point>` (a step of the output commit, or of
- * deleting temporaries), so every step can be hit exactly rather than by luck. Unset, a crash
- * point costs one comparison.
+ * deleting temporaries), so every step can be hit exactly rather than by luck;
+ * `BLOCKWISE_TEST_FAIL_AT=<point>:<n>` makes it throw there instead, as a failed fsync would.
+ * Unset, a crash point costs two comparisons.
  */
 
 import process from "node:process";
@@ -20,6 +21,9 @@ export type CrashPoint =
 
 const wanted = parse(process.env["BLOCKWISE_TEST_CRASH_AT"]);
 let seen = 0;
+/** `BLOCKWISE_TEST_FAIL_AT=<point>:<n>`: the n-th arrival throws instead (a disk that failed). */
+const failing = parse(process.env["BLOCKWISE_TEST_FAIL_AT"]);
+let failingSeen = 0;
 
 function parse(value: string | undefined): { point: string; n: number } | null {
   if (value === undefined || value === "") return null;
@@ -29,6 +33,9 @@ function parse(value: string | undefined): { point: string; n: number } | null {
 }
 
 export function crashPoint(point: CrashPoint): void {
+  if (failing !== null && failing.point === point && ++failingSeen === failing.n) {
+    throw new Error(`injected failure at ${point} (BLOCKWISE_TEST_FAIL_AT)`);
+  }
   if (wanted === null || wanted.point !== point) return;
   if (++seen === wanted.n) process.kill(process.pid, "SIGKILL");
 }

@@ -61,6 +61,8 @@ export class RunOutputs implements CompletionSink {
   #onRemoved: () => void = () => {};
   #onRenamed: ((task: number, position: number) => void) | null = null;
   readonly #quarantined = new Set<string>();
+  /** Per task: whether it reads a temporary task (its blocks free their inputs at the rename). */
+  readonly #readsTemporaries: readonly boolean[];
 
   private constructor(
     pipeline: PipelineConfig,
@@ -81,6 +83,9 @@ export class RunOutputs implements CompletionSink {
     this.missing = missing;
     this.#runId = session.runId;
     this.#onNotice = options.onNotice;
+    this.#readsTemporaries = pipeline.tasks.map((_, t) =>
+      graph.dag.upstream[t]!.some((u) => pipeline.tasks[u]!.temporary)
+    );
     this.#committer = new OutputCommitter(session.runId);
     const stores = pipeline.tasks.map((_, t) => session.store(t));
     this.provenance = ProvenanceModel.open(pipeline, graph, stores);
@@ -189,14 +194,20 @@ export class RunOutputs implements CompletionSink {
       const quarantined = quarantine?.(p) ?? null;
       if (quarantined !== null) return quarantined;
       // The start regenerates every deleted temporary a block that may run reads; a block
-      // that turned stale during the run (a regenerated input came back with other content)
-      // can still read one that stayed deleted. It waits for the next run, which regenerates
-      // that input first.
+      // that turned stale during the run (a regenerated input came back with other content),
+      // or whose commit failed after its renames freed its inputs, can still read one that is
+      // deleted. It waits for the next run, which regenerates that input first.
       if (temporaries === null) return null;
       const deleted = temporaries.inputsPresent(task, p);
       if (deleted === null) {
         temporaries.claim(task, p);
         return null;
+      }
+      if (temporaries.countedOff(task, p)) {
+        return {
+          refuse:
+            `its commit failed after its files were in place, which freed ${deleted} and the other temporary blocks it reads; run blockwise again: the next start adopts its files if they are intact, else regenerates ${deleted} first`,
+        };
       }
       return {
         refuse:
@@ -300,13 +311,19 @@ export class RunOutputs implements CompletionSink {
     // A temporary task's readers start once its files are in place, a barrier before the block
     // is done: pacing keeps the task just ahead of them, so they would otherwise wait for every
     // one of its commits (docs/design/TEMPORARIES.md, Early release). Its outputs are present
-    // from then on: a reader that claims it (`inputsPresent`) must not find it deleted.
+    // from then on: a reader that claims it (`inputsPresent`) must not find it deleted. A
+    // reader frees the temporary blocks it reads at the same step of its own commit.
     const renamed = this.#onRenamed;
-    const early = renamed !== null && this.#pipeline.tasks[t]!.temporary
+    const release = renamed !== null && this.#pipeline.tasks[t]!.temporary;
+    const free = this.#readsTemporaries[t]!;
+    const early = release || free
       ? {
         onRenamed: () => {
-          this.#markPresent(t, copy.position);
-          renamed(t, copy.position);
+          if (release) {
+            this.#markPresent(t, copy.position);
+            renamed(t, copy.position);
+          }
+          if (free) this.#readerDone(t, copy.position);
         },
       }
       : {};

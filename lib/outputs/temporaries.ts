@@ -132,8 +132,8 @@ export class Temporaries {
 
   /** Whether every temporary block `task`/`position` reads has its outputs in place. */
   inputsPresent(task: number, position: number): string | null {
-    // Counted at the start: what it reads was regenerated or is held for it.
-    if (this.#mayRun[task]![position] !== 0) return null;
+    // Counted as a reader and not counted off: what it reads was regenerated or is held for it.
+    if (this.#mayRun[task]![position] === 1) return null;
     let missing: string | null = null;
     this.#o.graph.forEachUpstream(task, position, (u, p) => {
       if (missing !== null || u === task) return;
@@ -150,19 +150,23 @@ export class Temporaries {
   }
 
   /**
-   * A block the start did not count as a reader (it turned stale during the run) is about to
-   * run with every input in place: count it as a reader of them now, so none is deleted under
-   * it before it commits.
+   * A block about to run, every input in place, that holds no count on them (the start did not
+   * count it: it turned stale; or a retry after its commit failed past its renames): count it.
    */
   claim(task: number, position: number): void {
     const mayRun = this.#mayRun[task]!;
-    if (mayRun[position] !== 0) return;
+    if (mayRun[position] === 1) return;
     mayRun[position] = 1;
     this.#o.graph.forEachUpstream(task, position, (u, p) => {
       if (u === task) return;
       const m = this.#tasks[u] ?? null;
       if (m !== null && m.remaining[p]! >= 0) m.remaining[p] = m.remaining[p]! + 1;
     });
+  }
+
+  /** Whether the block was counted off what it reads (`readerDone`): a retry after its commit. */
+  countedOff(task: number, position: number): boolean {
+    return this.#mayRun[task]![position] === 2;
   }
 
   stats(task: number): TemporaryStats | null {
@@ -224,10 +228,7 @@ export class Temporaries {
     return m !== null && m.regenerate.includes(1);
   }
 
-  /**
-   * A block committed (or was found done and fresh): if it was one of the readers counted at
-   * the start (it may run in this run), count it off the temporary blocks it reads, once.
-   */
+  /** A reader's files reached their place, or it was found done and fresh: count it off once. */
   readerDone(task: number, position: number): void {
     const mayRun = this.#mayRun[task]!;
     if (mayRun[position] !== 1) return;
