@@ -79,6 +79,44 @@ describe("fs_sync", () => {
     await assert.rejects(slow.remove([second.impossible]), /ENOTDIR|not a directory/);
   });
 
+  it("OutputRemover reports each block once its files went, in order; after a failure, only the blocks before it", async () => {
+    const remover = new OutputRemover(0, 10);
+    const { dir, files, folder, impossible } = removalFixture("remover-blocks");
+    // Two slow windows: the helper thread removes from now on, in requests of 32 files.
+    await remover.remove(files.slice(0, 10));
+    await remover.remove(files.slice(10, 20));
+    assert.equal(remover.inline, false);
+    // 94 blocks of 3 files (the last of 1): 280 files, 9 requests.
+    const blocks = Array.from({ length: 94 }, (_, i) => files.slice(20 + 3 * i, 23 + 3 * i));
+    const reported: number[] = [];
+    await remover.removeBlocks(blocks, (i) => {
+      reported.push(i);
+      for (const f of blocks[i]!) assert.equal(fs.existsSync(f), false, `${f} is still there`);
+    });
+    assert.deepEqual(reported, blocks.map((_, i) => i));
+    // A block that cannot go: the blocks before its request are reported, none from it on, the
+    // rest is still removed, and the failure names it.
+    const more = Array.from({ length: 40 }, (_, i) => path.join(dir, `g${i}.bin`));
+    for (const f of more) fs.writeFileSync(f, "y");
+    const failing = [
+      ...more.slice(0, 33).map((f) => [f]),
+      [impossible],
+      ...more.slice(33).map((f) => [f]),
+      [folder],
+    ];
+    const seen: number[] = [];
+    await assert.rejects(
+      remover.removeBlocks(failing, (i) => void seen.push(i)),
+      /ENOTDIR|not a directory/,
+    );
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 32 }, (_, i) => i),
+      "reported up to the failing request",
+    );
+    assert.deepEqual(fs.readdirSync(dir), ["kept.bin"]);
+  });
+
   it("OutputRemover judges whole windows: slow batches within one window do not switch", async () => {
     // Every batch is slow at 0 µs a file, but the window of 1,000 files is never full.
     const remover = new OutputRemover(0, 1000);

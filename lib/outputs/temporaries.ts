@@ -305,21 +305,20 @@ export class Temporaries {
     }
     crashPoint("temp:tombstoned");
     // Removed as a batch (OutputRemover: on the loop while unlinks are fast); a folder goes whole.
-    const removals: string[] = [];
-    for (const { t, position } of batch) {
-      for (const [output, rel] of t.files.get(position) ?? []) {
+    const removals = batch.map(({ t, position }) =>
+      (t.files.get(position) ?? []).flatMap(([output, rel]) => {
         const plan = t.plans.find((p) => p.name === output);
-        if (plan !== undefined) removals.push(finalLocation(plan, rel));
-      }
-    }
-    await this.#remover.remove(removals);
-    for (const { t, position } of batch) {
+        return plan === undefined ? [] : [finalLocation(plan, rel)];
+      })
+    );
+    await this.#remover.removeBlocks(removals, (i) => {
+      const { t, position } = batch[i]!;
       const files = t.files.get(position) ?? [];
       this.#live(t, files, -1);
       t.deletedBlocks++;
       t.deletedBytes += bytesOf(files);
       t.files.delete(position);
-    }
+    });
     crashPoint("temp:deleted");
   }
 
