@@ -196,7 +196,8 @@ export class RunOutputs implements CompletionSink {
       // The start regenerates every deleted temporary a block that may run reads; a block
       // that turned stale during the run (a regenerated input came back with other content),
       // or whose commit failed after its renames freed its inputs, can still read one that is
-      // deleted. It waits for the next run, which regenerates that input first.
+      // deleted. It waits for the next run, which regenerates that input first (or adopts the
+      // files of the block whose commit failed).
       if (temporaries === null) return null;
       const deleted = temporaries.inputsPresent(task, p);
       if (deleted === null) {

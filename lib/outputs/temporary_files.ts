@@ -77,8 +77,9 @@ export class OutputRemover {
    * went. Off the loop they go in requests of HELPER_CHUNK files, so a block counts as removed
    * when its own unlinks returned, not when the whole batch's did: where an unlink trims the
    * disk (80 µs a file on `/tmp` here), a batch of 200 blocks sent as one request stayed
-   * counted live for 16 ms after its first files were gone (docs/design/TEMPORARIES.md). Rejects with the first failure once all were tried; the
-   * blocks from the first failing request on are not reported.
+   * counted live for 16 ms after its first files were gone (docs/design/TEMPORARIES.md).
+   * Rejects with the first failure once all were tried; the blocks from the first failing
+   * request on are not reported.
    */
   async removeBlocks(
     blocks: readonly (readonly string[])[],
