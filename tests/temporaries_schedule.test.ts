@@ -8,7 +8,7 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import type { BlockReport } from "../lib/execute/mod.ts";
+import type { BlockReport, CompletionSink } from "../lib/execute/mod.ts";
 import { linearTask, RunRig } from "./fixtures/run_rig.ts";
 
 const BLOCKS = 300;
@@ -43,6 +43,17 @@ async function stepAll(rig: RunRig): Promise<boolean> {
   }
   await rig.settle();
   return acted;
+}
+
+/** The chain with b temporary and paced, one worker a task, b's window 4 blocks, `sink` watching. */
+function pacedRig(sink: CompletionSink): RunRig {
+  return RunRig.start(chain({ temporary: true, workers: 1, cpus: 3 }), {
+    preferDownstream: true,
+    resources: { cpu: 3 },
+    temporary: ["b"],
+    maxInFlight: 4,
+    sink,
+  });
 }
 
 /** Run the chain to its end; the most b blocks that were done and not yet read by c at once. */
@@ -116,19 +127,13 @@ describe("scheduling with temporaries", () => {
     // files are gone. b's window is 4 blocks: past 4 blocks awaiting removal it must wait.
     let backlog = 0;
     const listeners: (() => void)[] = [];
-    const rig = RunRig.start(chain({ temporary: true, workers: 1, cpus: 3 }), {
-      preferDownstream: true,
-      resources: { cpu: 3 },
-      temporary: ["b"],
-      maxInFlight: 4,
-      sink: {
-        done(report: BlockReport): void {
-          if (report.task === 2) backlog++;
-        },
-        failed(): void {},
-        removalBacklog: (t: number) => (t === 1 ? backlog : 0),
-        onRemoved: (listener: () => void) => void listeners.push(listener),
+    const rig = pacedRig({
+      done(report: BlockReport): void {
+        if (report.task === 2) backlog++;
       },
+      failed(): void {},
+      removalBacklog: (t: number) => (t === 1 ? backlog : 0),
+      onRemoved: (listener: () => void) => void listeners.push(listener),
     });
     const bTaken = () => rig.counters("b").processing + rig.counters("b").completed;
     const step = () => stepAll(rig);
@@ -171,22 +176,14 @@ describe("readers of a temporary block start once its files are in place", () =>
     const cRuns = new Map<number, number>();
     const listeners: ((task: number, position: number) => void)[] = [];
     const renamed = (task: number, position: number) => listeners[0]!(task, position);
-    const rig = RunRig.start(chain({ temporary: true, workers: 1, cpus: 3 }), {
-      preferDownstream: true,
-      resources: { cpu: 3 },
-      temporary: ["b"],
-      maxInFlight: 4,
-      sink: {
-        done(report: BlockReport): void | Promise<void> {
-          if (report.task === 2) cRuns.set(report.position, (cRuns.get(report.position) ?? 0) + 1);
-          if (report.task !== 1) return undefined;
-          return new Promise((resolve, reject) =>
-            commits.set(report.position, { resolve, reject })
-          );
-        },
-        failed(): void {},
-        onRenamed: (listener) => void listeners.push(listener),
+    const rig = pacedRig({
+      done(report: BlockReport): void | Promise<void> {
+        if (report.task === 2) cRuns.set(report.position, (cRuns.get(report.position) ?? 0) + 1);
+        if (report.task !== 1) return undefined;
+        return new Promise((resolve, reject) => commits.set(report.position, { resolve, reject }));
       },
+      failed(): void {},
+      onRenamed: (listener) => void listeners.push(listener),
     });
     const step = () => stepAll(rig);
     for (let round = 0; commits.size === 0; round++) {
