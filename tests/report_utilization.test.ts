@@ -17,6 +17,7 @@ function worker(taskId: string, workerId: number, startedAt: number, endedAt: nu
     blocks: 1,
     failedBlocks: 0,
     cpuSeconds: 0,
+    parkedSeconds: 0,
     exit: "clean",
   };
 }

@@ -64,6 +64,11 @@ export interface Executor {
   kill(): void;
   /** A remote worker whose batch job still waits in the cluster's queue. */
   queued?(): boolean;
+  /**
+   * Idle, it costs nothing but memory (a local Web Worker), so it may be parked while its
+   * task waits for budget instead of exiting (`parked_executors.ts`).
+   */
+  readonly parkable?: boolean;
 }
 
 /** Everything a factory needs to make an executor for a task. */

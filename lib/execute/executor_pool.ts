@@ -20,8 +20,9 @@ import {
 } from "./budget_yield.ts";
 import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
+import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
-import type { WorkerStats } from "./run_stats.ts";
+import { WorkerLifetimes, type WorkerStats } from "./run_stats.ts";
 import type { RunObserver } from "./run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
@@ -58,7 +59,7 @@ const BACKLOG = 32;
 
 export class ExecutorPool {
   readonly #o: ExecutorPoolOptions;
-  readonly #stats = new Map<Executor, WorkerStats>();
+  readonly #lifetimes = new WorkerLifetimes();
   /** Executors that get no new blocks: they finish what they hold and are retired. */
   readonly #draining = new Set<Executor>();
   /** Executors leaving on their own (walltime): not counted against maxWorkers or the budget. */
@@ -70,6 +71,8 @@ export class ExecutorPool {
   readonly #budgetView: BudgetView;
   /** Executors asked by `rebalanceHeld` to hand back unstarted blocks, not answered yet. */
   readonly #recalled = new Set<Executor>();
+  /** Idle executors out of the budget until their task's turn comes back. */
+  readonly #parked = new ParkedExecutors(this.#lifetimes);
 
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
@@ -85,11 +88,11 @@ export class ExecutorPool {
   }
 
   statsOf(executor: Executor): WorkerStats {
-    return this.#stats.get(executor)!;
+    return this.#lifetimes.of(executor);
   }
 
   workerStats(): WorkerStats[] {
-    return [...this.#stats.values()];
+    return this.#lifetimes.all();
   }
 
   /**
@@ -163,8 +166,7 @@ export class ExecutorPool {
     this.#leaving.add(executor);
     this.#draining.add(executor);
     this.#o.budget.release(task.config.requires);
-    const stats = this.#stats.get(executor)!;
-    if (stats.blocks === 0 && this.#o.scheduler.isRunning(executor.task)) {
+    if (this.#lifetimes.of(executor).blocks === 0 && this.#o.scheduler.isRunning(executor.task)) {
       task.stats.workerFailures++;
     }
     this.#o.observer.notice?.(
@@ -184,7 +186,7 @@ export class ExecutorPool {
         if (this.#draining.has(executor)) continue;
         this.#draining.add(executor);
         if (executor.inFlight.size === 0 && executor.state === "ready") {
-          this.#retire(executor, "clean");
+          this.#retire(executor, "parked");
         } else executor.recall();
       }
     });
@@ -193,6 +195,13 @@ export class ExecutorPool {
   #spawn(t: number): void {
     const o = this.#o;
     const task = o.tasks[t]!;
+    const back = this.#parked.take(t, o.clock.now());
+    if (back !== null) {
+      o.budget.acquire(task.config.requires);
+      task.executors.add(back);
+      task.stats.workerResumed();
+      return;
+    }
     const id = this.#nextWorkerId++;
     if (task.stats.workerFailures > task.stats.restarts) task.stats.restarts++;
     const executor = o.factory({
@@ -212,16 +221,7 @@ export class ExecutorPool {
     task.executors.add(executor);
     const now = o.clock.now();
     task.stats.workerStarted(now);
-    this.#stats.set(executor, {
-      workerId: id,
-      taskId: task.config.id,
-      startedAt: now / 1000,
-      endedAt: Number.NaN,
-      blocks: 0,
-      failedBlocks: 0,
-      cpuSeconds: 0,
-      exit: "running",
-    });
+    this.#lifetimes.started(executor, id, task.config.id, now);
   }
 
   /**
@@ -239,10 +239,7 @@ export class ExecutorPool {
     if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
-    const stats = this.#stats.get(executor)!;
-    stats.endedAt = now / 1000;
-    stats.exit = "crashed";
-    stats.reason = reason;
+    this.#lifetimes.ended(executor, "crashed", now, 0, reason);
     if (scheduler.isRunning(t)) {
       task.stats.workerFailures++;
       if (setupFailure === undefined) this.#onlySetupFailures.delete(t);
@@ -313,7 +310,7 @@ export class ExecutorPool {
     const { scheduler, source } = this.#o;
     for (const executor of [...this.#draining]) {
       if (executor.inFlight.size === 0 && executor.state !== "starting") {
-        this.#retire(executor, "clean");
+        this.#retire(executor, this.#leaving.has(executor) ? "clean" : "parked");
       }
     }
     this.#o.tasks.forEach((task, t) => {
@@ -372,7 +369,7 @@ export class ExecutorPool {
       for (const executor of [...task.executors]) {
         if (n <= 0) return;
         if (executor.inFlight.size === 0 && executor.state === "ready") {
-          this.#retire(executor, "clean");
+          this.#retire(executor, "parked");
           n--;
         }
       }
@@ -409,6 +406,7 @@ export class ExecutorPool {
 
   /** Kill a task's executors; the blocks they hold go back to the queue. */
   retireAll(t: number): void {
+    this.#parked.end(this.#o.clock.now(), "clean", t);
     for (const executor of [...this.#o.tasks[t]!.executors]) {
       const queue = executor.inFlight;
       // An idle worker is told to stop (a remote one then exits and ends its job by itself).
@@ -421,24 +419,30 @@ export class ExecutorPool {
 
   /** Kill everything now (teardown); no event fires afterwards. */
   killAll(): void {
+    this.#parked.end(this.#o.clock.now(), "killed");
     for (const task of this.#o.tasks) {
       for (const executor of task.executors) executor.kill();
       task.executors.clear();
     }
   }
 
-  #retire(executor: Executor, exit: "clean" | "killed"): void {
+  /**
+   * Take an executor out of the run: "parked" (an idle one whose task will want it back) keeps
+   * it out of the budget when it may be parked, else it exits as "clean".
+   */
+  #retire(executor: Executor, exit: "clean" | "killed" | "parked"): void {
     const task = this.#o.tasks[executor.task]!;
     this.#draining.delete(executor);
     this.#recalled.delete(executor);
     if (!task.executors.delete(executor)) return;
-    if (exit === "clean") executor.stop();
-    else executor.kill();
-    if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
+    const park = exit === "parked" && ParkedExecutors.eligible(executor, task.config) &&
+      this.#o.scheduler.isRunning(executor.task);
+    if (park) this.#parked.park(executor, now);
+    else if (exit === "killed") executor.kill();
+    else executor.stop();
+    if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     task.stats.workerEnded(now);
-    const stats = this.#stats.get(executor)!;
-    stats.endedAt = now / 1000;
-    stats.exit = exit;
+    if (!park) this.#lifetimes.ended(executor, exit === "killed" ? "killed" : "clean", now);
   }
 }

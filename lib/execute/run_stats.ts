@@ -49,8 +49,52 @@ export interface WorkerStats {
   blocks: number;
   failedBlocks: number;
   cpuSeconds: number;
+  /** Seconds it sat parked, idle and out of the budget (not part of its working lifetime). */
+  parkedSeconds: number;
   exit: "clean" | "crashed" | "killed" | "running";
   reason?: string;
+}
+
+/** Each worker's `WorkerStats`, from its start to its end, by its executor. */
+export class WorkerLifetimes {
+  readonly #byExecutor = new Map<object, WorkerStats>();
+
+  /** `now`: run clock milliseconds, as for the rest below. */
+  started(executor: object, workerId: number, taskId: string, now: number): void {
+    this.#byExecutor.set(executor, {
+      workerId,
+      taskId,
+      startedAt: now / 1000,
+      endedAt: Number.NaN,
+      blocks: 0,
+      failedBlocks: 0,
+      cpuSeconds: 0,
+      parkedSeconds: 0,
+      exit: "running",
+    });
+  }
+
+  of(executor: object): WorkerStats {
+    return this.#byExecutor.get(executor)!;
+  }
+
+  ended(
+    executor: object,
+    exit: "clean" | "crashed" | "killed",
+    now: number,
+    parkedSeconds = 0,
+    reason?: string,
+  ): void {
+    const stats = this.of(executor);
+    stats.endedAt = now / 1000;
+    stats.parkedSeconds += parkedSeconds;
+    stats.exit = exit;
+    if (reason !== undefined) stats.reason = reason;
+  }
+
+  all(): WorkerStats[] {
+    return [...this.#byExecutor.values()];
+  }
 }
 
 export class TaskStats {
@@ -69,6 +113,12 @@ export class TaskStats {
     this.alive++;
     this.maxConcurrent = Math.max(this.maxConcurrent, this.alive);
     if (Number.isNaN(this.firstStart)) this.firstStart = now;
+  }
+
+  /** A parked worker takes blocks again (it counts as alive, not as spawned). */
+  workerResumed(): void {
+    this.alive++;
+    this.maxConcurrent = Math.max(this.maxConcurrent, this.alive);
   }
 
   workerEnded(now: number): void {

@@ -64,6 +64,7 @@ export function webWorkerOptions(spec: ExecutorSpec): WebWorkerOptions {
 export class WorkerExecutor implements Executor {
   readonly id: number;
   readonly task: number;
+  readonly parkable = true;
   readonly inFlight = new InFlightQueue();
   // One block until the first result tells how long blocks take (then `window` adapts).
   window = 1;

@@ -85,8 +85,9 @@ function busyPercent(
   let workerSeconds = 0;
   for (const w of report.workers) {
     if (w.taskId !== task.id) continue;
+    // A worker's parked time (idle, out of the `--resources` budget) is not its working time.
     if (Number.isFinite(w.endedAt) && w.endedAt > w.startedAt) {
-      workerSeconds += w.endedAt - w.startedAt;
+      workerSeconds += w.endedAt - w.startedAt - w.parkedSeconds;
     }
   }
   // Without finished worker lifetimes, fall back to the task's wall span.
