@@ -18,6 +18,7 @@ import type { TaskConfig } from "../lib/pipeline/spec.ts";
 import { describeRun, runArgs, runCli } from "./fixtures/tracking/harness.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import type { FakeExecutor } from "./fixtures/fake_executor.ts";
+import { Rng } from "./fixtures/rng.ts";
 import { linearTask, RunRig } from "./fixtures/run_rig.ts";
 
 const BLOCKS = 120;
@@ -143,6 +144,71 @@ describe("parked executors", () => {
     assert.equal(stats.endedAt, 6);
     assert.equal(stats.exit, "clean");
     assert.equal(parked.take(0, 7000), null, "an ended executor stayed parked");
+  });
+});
+
+describe("parked executors, randomized", () => {
+  // Random chains, budgets and event orders, with workers crashing while they work and while
+  // parked: the rig checks after every event that no parked executor holds a block, that a
+  // task's working and parked executors stay within its maxWorkers and the working ones within
+  // the budget; every run must end complete, every executor ended.
+  let crashedWhileParked = 0;
+  for (let seed = 1; seed <= 24; seed++) {
+    it(`seed ${seed}`, async () => {
+      const rng = new Rng(seed);
+      const workers = () => 1 + rng.int(3);
+      const fields = () => ({
+        maxWorkers: workers(),
+        requires: { cpu: 1 },
+        maxRetries: 1000,
+        maxWorkerRestarts: 1000,
+      });
+      const blocks = 20 + rng.int(60);
+      const tasks = [
+        linearTask("a", blocks, fields()),
+        linearTask("b", blocks, { ...fields(), upstream: ["a"] }),
+        linearTask("c", blocks, { ...fields(), upstream: ["b"] }),
+      ];
+      const rig = RunRig.start(tasks, {
+        preferDownstream: rng.chance(0.7),
+        resources: { cpu: 1 + rng.int(3) },
+        temporary: rng.chance(0.5) ? ["b"] : [],
+        parkable: true,
+      });
+      let parkedCrashes = 0;
+      for (let round = 0; rig.result === null; round++) {
+        assert.ok(round < 100_000, "the run does not end");
+        let acted = false;
+        for (const e of [...rig.fakes.made]) {
+          if (e.state === "dead") continue;
+          const inPool = rig.run.tasks[e.task]!.executors.has(e);
+          if (rng.chance(0.01)) {
+            if (!inPool) parkedCrashes++;
+            e.crash("random crash");
+          } else if (e.state === "starting") e.becomeReady();
+          else if (e.recallPending) e.answerRecall();
+          else if (e.held.length > 0) e.succeed(1 + rng.int(e.held.length));
+          else continue;
+          acted = true;
+        }
+        if (!acted) rig.advance(100);
+        await rig.settle();
+      }
+      const result = await rig.finished();
+      assert.equal(result.outcome, "complete", `seed ${seed}`);
+      for (const e of rig.fakes.made) {
+        assert.equal(e.state, "dead", `executor ${e.id} outlived the run`);
+      }
+      const exits = result.utilization?.workers.map((w) => w.exit) ?? [];
+      assert.ok(!exits.includes("running"), `a worker's end was not recorded: ${exits}`);
+      crashedWhileParked += parkedCrashes;
+    });
+  }
+  it("had workers crash while parked", () => {
+    assert.ok(
+      crashedWhileParked > 0,
+      "no seed crashed a parked worker: the seeds test nothing of it",
+    );
   });
 });
 
