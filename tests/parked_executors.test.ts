@@ -111,10 +111,18 @@ describe("parked executors", () => {
     });
     assert.ok(victim !== null, "no executor was ever parked");
     const dead: FakeExecutor = victim;
+    const task = rig.run.tasks[dead.task]!;
     const workers = (await rig.finished()).utilization?.workers ?? [];
     const stats = workers.find((w) => w.workerId === dead.id)!;
     assert.equal(stats.exit, "crashed");
-    const task = rig.run.tasks[dead.task]!;
+    assert.equal(stats.reason, "killed while parked");
+    assert.ok(
+      rig.notices.some((n) =>
+        n ===
+          `Task "${task.config.id}": worker ${dead.id} ended while parked (killed while parked); it held no block, and its task starts another when it needs one`
+      ),
+      rig.notices.join("\n"),
+    );
     assert.equal(task.stats.restarts, 0, "a parked worker's death spent a restart");
     assert.equal(rig.made(task.config.id).length, 2, "its task started one replacement");
   });

@@ -51,10 +51,7 @@ export interface ExecutorPoolOptions {
   readonly runId: string;
 }
 
-/**
- * Blocks waiting in a downstream task that make its upstream executors drain, when the budget is
- * what keeps it from starting workers (preferDownstream).
- */
+/** A downstream task's waiting blocks that drain its upstream executors when budget is short. */
 const BACKLOG = 32;
 
 export class ExecutorPool {
@@ -234,7 +231,10 @@ export class ExecutorPool {
     const task = this.#o.tasks[t]!;
     this.#draining.delete(executor);
     this.#recalled.delete(executor);
-    if (!task.executors.delete(executor)) return;
+    if (!task.executors.delete(executor)) {
+      this.#parked.lost(executor, this.#o.clock.now(), reason, observer, task.config.id);
+      return;
+    }
     executor.kill();
     if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();

@@ -18,6 +18,7 @@
 import type { TaskConfig } from "../pipeline/spec.ts";
 import type { Executor } from "./executor.ts";
 import type { WorkerLifetimes } from "./run_stats.ts";
+import type { RunObserver } from "./run_types.ts";
 
 interface Parked {
   readonly executor: Executor;
@@ -64,6 +65,28 @@ export class ParkedExecutors {
       this.#lifetimes.ended(executor, "crashed", now, parked);
     }
     return null;
+  }
+
+  /**
+   * A parked executor died (user code's timer threw, the thread was killed): drop it and say
+   * so, since nothing else will; it held no block and spends no restart. False when not parked.
+   */
+  lost(
+    executor: Executor,
+    now: number,
+    reason: string,
+    observer: RunObserver,
+    taskId: string,
+  ): boolean {
+    const list = this.#byTask.get(executor.task) ?? [];
+    const at = list.findIndex((p) => p.executor === executor);
+    if (at < 0) return false;
+    const [{ since }] = list.splice(at, 1) as [Parked];
+    this.#lifetimes.ended(executor, "crashed", now, (now - since) / 1000, reason);
+    observer.notice?.(
+      `Task "${taskId}": worker ${executor.id} ended while parked (${reason}); it held no block, and its task starts another when it needs one`,
+    );
+    return true;
   }
 
   /**
