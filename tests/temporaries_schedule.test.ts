@@ -103,14 +103,40 @@ async function peakUnread(
 }
 
 describe("scheduling with temporaries", () => {
-  it("preferring downstream blocks keeps the unread blocks of b near the frontier", async () => {
-    const preferred = await peakUnread(true);
-    const plain = await peakUnread(false);
-    // Without the preference the one worker runs a to the end, then b, then c: every b block
-    // is on disk at once. With it, c takes over once 32 blocks of b wait for it.
-    assert.equal(plain.peak, BLOCKS, `without preference: ${plain.order}`);
-    assert.ok(preferred.peak <= 64, `peak ${preferred.peak} of ${BLOCKS}: ${preferred.order}`);
-    assert.ok(preferred.order.length > 6, `the tasks take turns: ${preferred.order}`);
+  it("an upstream task keeps the budget while its output stays on disk anyway: a runs to its end, then b and c take turns", async () => {
+    // Draining a for b's backlog would free no disk (a's outputs stay) and only add turns; b is
+    // paced, so at most what c lacks of it is written and unread.
+    const temporary = await peakUnread(true, { temporary: true, workers: 1, cpus: 1 });
+    assert.match(temporary.order, /^ab[bc]*c$/, `a was drained: ${temporary.order}`);
+    assert.ok(temporary.order.length > 6, `b and c take turns: ${temporary.order}`);
+    assert.ok(temporary.peak <= 64, `peak ${temporary.peak} of ${BLOCKS}: ${temporary.order}`);
+    // With nothing temporary nothing drains: the one worker runs a, b, then c.
+    const plain = await peakUnread(true);
+    assert.equal(plain.order, "abc");
+    assert.equal(plain.peak, BLOCKS);
+  });
+
+  it("a reader of a temporary task with a backlog drains its other upstream task for the budget", async () => {
+    // c reads b (temporary, after a) and the first blocks of x. With two cpus, a and x take
+    // them; once a is done b gets one, and b's blocks wait for c. A backlog of them drains x
+    // (it is parked), so c can have both cpus while x still has blocks; without the drain x
+    // would keep its cpu to its end, and c would have one at most.
+    const one = { maxWorkers: 1, requires: { cpu: 1 } };
+    const rig = RunRig.start([
+      linearTask("a", BLOCKS, one),
+      linearTask("b", BLOCKS, { ...one, upstream: ["a"] }),
+      linearTask("x", 3 * BLOCKS, one),
+      linearTask("c", BLOCKS, { maxWorkers: 16, requires: { cpu: 1 }, upstream: ["b", "x"] }),
+    ], { preferDownstream: true, resources: { cpu: 2 }, temporary: ["b"], parkable: true });
+    let cAlone = false;
+    for (let round = 0; rig.result === null; round++) {
+      assert.ok(round < 100_000, "the run does not end");
+      const x = rig.counters("x");
+      if (rig.executors("c").length === 2 && x.completed < x.total) cAlone = true;
+      if (!(await stepAll(rig))) rig.advance(100);
+    }
+    assert.equal((await rig.finished()).outcome, "complete");
+    assert.ok(cAlone, "c never had both cpus while x had blocks left: x was not drained");
   });
 
   for (const [workers, cpus] of [[1, 1], [2, 2], [2, 3]] as const) {

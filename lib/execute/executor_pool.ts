@@ -22,7 +22,7 @@ import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
-import { WorkerLifetimes, type WorkerStats } from "./run_stats.ts";
+import { WorkerLifetimes } from "./run_stats.ts";
 import type { RunObserver } from "./run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
@@ -51,12 +51,13 @@ export interface ExecutorPoolOptions {
   readonly runId: string;
 }
 
-/** A downstream task's waiting blocks that drain its upstream executors when budget is short. */
+/** Waiting blocks of a temporary task's reader that drain its upstream when budget is short. */
 const BACKLOG = 32;
 
 export class ExecutorPool {
   readonly #o: ExecutorPoolOptions;
-  readonly #lifetimes = new WorkerLifetimes();
+  /** Each worker's statistics, for the summary and `runs.jsonl`. */
+  readonly lifetimes = new WorkerLifetimes();
   /** Executors that get no new blocks: they finish what they hold and are retired. */
   readonly #draining = new Set<Executor>();
   /** Executors leaving on their own (walltime): not counted against maxWorkers or the budget. */
@@ -68,13 +69,18 @@ export class ExecutorPool {
   readonly #budgetView: BudgetView;
   /** Executors asked by `rebalanceHeld` to hand back unstarted blocks, not answered yet. */
   readonly #recalled = new Set<Executor>();
+  /** Readers of a temporary task: only their backlog drains the tasks upstream (TEMPORARIES.md). */
+  readonly #readsTemporary: readonly boolean[];
   /** Idle executors out of the budget until their task's turn comes back. */
-  readonly #parked = new ParkedExecutors(this.#lifetimes);
+  readonly #parked = new ParkedExecutors(this.lifetimes);
 
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
     const { dag } = options.graph;
     this.#descendants = descendantsOf(dag.downstream);
+    this.#readsTemporary = dag.upstream.map((ups) =>
+      options.preferDownstream === true && ups.some((u) => options.tasks[u]!.config.temporary)
+    );
     this.#budgetView = {
       downstream: dag.downstream,
       preferDownstream: options.preferDownstream === true,
@@ -82,14 +88,6 @@ export class ExecutorPool {
       processing: (t) => options.scheduler.snapshot(t).processing,
       heldBack: (t) => this.#heldBack(t),
     };
-  }
-
-  statsOf(executor: Executor): WorkerStats {
-    return this.#lifetimes.of(executor);
-  }
-
-  workerStats(): WorkerStats[] {
-    return this.#lifetimes.all();
   }
 
   /**
@@ -141,7 +139,7 @@ export class ExecutorPool {
     if (budget.canAdmit(task.config.requires)) return true;
     // Budget freed from idle executors of other tasks is used now, not on the next event.
     this.#freeBudgetFor(t);
-    if (this.#o.preferDownstream === true && available >= BACKLOG) this.#drainUpstreamOf(t);
+    if (available >= BACKLOG && this.#readsTemporary[t]) this.#drainUpstreamOf(t);
     return budget.canAdmit(task.config.requires);
   }
 
@@ -163,7 +161,7 @@ export class ExecutorPool {
     this.#leaving.add(executor);
     this.#draining.add(executor);
     this.#o.budget.release(task.config.requires);
-    if (this.#lifetimes.of(executor).blocks === 0 && this.#o.scheduler.isRunning(executor.task)) {
+    if (this.lifetimes.of(executor).blocks === 0 && this.#o.scheduler.isRunning(executor.task)) {
       task.stats.workerFailures++;
     }
     this.#o.observer.notice?.(
@@ -218,7 +216,7 @@ export class ExecutorPool {
     task.executors.add(executor);
     const now = o.clock.now();
     task.stats.workerStarted(now);
-    this.#lifetimes.started(executor, id, task.config.id, now);
+    this.lifetimes.started(executor, id, task.config.id, now);
   }
 
   /**
@@ -239,7 +237,7 @@ export class ExecutorPool {
     if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
-    this.#lifetimes.ended(executor, "crashed", now, 0, reason);
+    this.lifetimes.ended(executor, "crashed", now, 0, reason);
     if (scheduler.isRunning(t)) {
       task.stats.workerFailures++;
       if (setupFailure === undefined) this.#onlySetupFailures.delete(t);
@@ -443,6 +441,6 @@ export class ExecutorPool {
     else executor.stop();
     if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
     task.stats.workerEnded(now);
-    if (!park) this.#lifetimes.ended(executor, exit === "killed" ? "killed" : "clean", now);
+    if (!park) this.lifetimes.ended(executor, exit === "killed" ? "killed" : "clean", now);
   }
 }

@@ -191,7 +191,7 @@ export class ParallelRun implements ExecutorEvents {
       this.source,
       this.#dispatcher,
       this.#clock,
-      (e) => this.#pool.statsOf(e),
+      (e) => this.#pool.lifetimes.of(e),
     );
   }
 
@@ -440,7 +440,7 @@ export class ParallelRun implements ExecutorEvents {
           wallSeconds: span,
         };
       }),
-      workers: this.#pool.workerStats(),
+      workers: this.#pool.lifetimes.all(),
     };
   }
 }
