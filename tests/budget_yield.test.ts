@@ -82,8 +82,8 @@ describe("budget yield", () => {
   describe("what a temporary task's readers lack", () => {
     /**
      * b temporary, read by c with two workers, each holding `inFlight` of a `window`; b's own
-     * two workers have windows of `bWindow`, with `processing` blocks dispatched, `committing`
-     * of them committing.
+     * two workers (`bWorkers` of them running, under a budget) have windows of `bWindow`, with
+     * `processing` blocks dispatched, `committing` of them committing.
      */
     function pacing(o: {
       available: number;
@@ -92,6 +92,7 @@ describe("budget yield", () => {
       running?: boolean;
       temporary?: boolean;
       bWindow?: number;
+      bWorkers?: number;
       processing?: number;
       committing?: number;
       released?: number;
@@ -111,7 +112,10 @@ describe("budget yield", () => {
         window,
       });
       const readers = o.inFlight.map((size) => ({ ...worker(size, o.window), task: C }));
-      const own = [0, 0].map(() => ({ ...worker(0, o.bWindow ?? 20), task: B }));
+      const own = Array.from(
+        { length: o.bWorkers ?? 2 },
+        () => ({ ...worker(0, o.bWindow ?? 20), task: B }),
+      );
       return {
         preferDownstream: true,
         tasks: [task(false, []), task(o.temporary ?? true, own), task(false, readers)],
@@ -205,6 +209,25 @@ describe("budget yield", () => {
       assert.equal(temporaryAllowance(pacing(lagging), bWorker(pacing(lagging))), 0);
       // Within the windows, removal is keeping up: b fills its windows.
       const keeping = { ...lagging, removing: 40 };
+      assert.equal(temporaryAllowance(pacing(keeping), bWorker(pacing(keeping))), 40);
+    });
+
+    it("under a budget that runs one of its two workers, fills the pipe two windows hold", () => {
+      // The commit latency the pipe hides does not shrink with the workers: 2 x 20 - 30 = 10,
+      // where one worker's window alone (20) would allow nothing.
+      const one = {
+        available: 0,
+        inFlight: [5, 5],
+        window: 40,
+        bWorkers: 1,
+        processing: 30,
+        committing: 20,
+      };
+      assert.equal(temporaryAllowance(pacing(one), bWorker(pacing(one))), 10);
+      // The removal backlog is still weighed against the windows that run: 21 of 20 holds it.
+      const lagging = { ...one, processing: 0, removing: 21 };
+      assert.equal(temporaryAllowance(pacing(lagging), bWorker(pacing(lagging))), 0);
+      const keeping = { ...lagging, removing: 20 };
       assert.equal(temporaryAllowance(pacing(keeping), bWorker(pacing(keeping))), 40);
     });
   });
