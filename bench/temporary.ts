@@ -138,10 +138,42 @@ function run(temporary: boolean, label: string): Run {
   };
 }
 
+/**
+ * The filesystem under `where` as the kernel mounted it (Linux): its type, and for ext4 whether
+ * unlinks trim the disk (`discard`) and whether it has a journal; the figures depend on both.
+ */
+function describeFilesystem(where: string): string {
+  try {
+    const real = fs.realpathSync(where);
+    let best: string[] | null = null;
+    for (const line of fs.readFileSync("/proc/mounts", "utf8").split("\n")) {
+      const fields = line.split(" ");
+      const point = fields[1];
+      if (
+        point === undefined ||
+        !(real === point || real.startsWith(point === "/" ? "/" : `${point}/`))
+      ) continue;
+      if (best === null || point.length >= best[1]!.length) best = fields;
+    }
+    if (best === null) return "filesystem unknown";
+    const [device, , type, options] = best;
+    if (type !== "ext4") return device === type ? type! : `${type} on ${device}`;
+    const name = path.basename(device!);
+    const journal = fs.existsSync("/proc/fs/jbd2") &&
+      fs.readdirSync("/proc/fs/jbd2").some((j) => j.startsWith(`${name}-`));
+    const discard = options!.split(",").includes("discard");
+    return `ext4 (${discard ? "discard" : "no discard"}, ${
+      journal ? "journal" : "no journal"
+    }) on ${device}`;
+  } catch {
+    return "filesystem unknown";
+  }
+}
+
 console.log(
   `blockwise temporary benchmark (${runtimeName()}, ${os.cpus().length} cores): A -> B (temporary) -> C, ${side}^3 blocks each, ${
     budget ? "2 workers in all" : "2 workers per task"
-  }, ${BYTES} B per block, files under ${base}`,
+  }, ${BYTES} B per block, files under ${base}: ${describeFilesystem(base)}`,
 );
 const plain: number[] = [];
 const temp: Run[] = [];
@@ -173,4 +205,9 @@ console.log(
     (100 * slowdown).toFixed(1)
   } % slower   budget < ${100 * SLOWDOWN_BUDGET} %: ${okSlowdown ? "PASS" : "FAIL"}`,
 );
+if (!okSlowdown && !describeFilesystem(base).startsWith("tmpfs")) {
+  console.log(
+    "  on a disk each commit barrier delays the temporary task's readers, and with `discard` every deletion trims the disk: docs/design/TEMPORARIES.md, Limits",
+  );
+}
 if (!okFraction || !okSlowdown) process.exitCode = 1;
