@@ -134,6 +134,11 @@ describe("budget yield", () => {
       } as unknown as PacingContext;
     }
     const bWorker = (o: PacingContext) => [...o.tasks[B]!.executors][0]!;
+    /** What a worker of b may be handed in the situation `o`. */
+    const allowance = (o: Parameters<typeof pacing>[0]) => {
+      const context = pacing(o);
+      return temporaryAllowance(context, bWorker(context));
+    };
 
     it("asks for half a window per worker beyond what the workers hold, plus two blocks each", () => {
       // wanted: 2 per worker (4) + half of each 40-block window (40) = 44
@@ -159,16 +164,16 @@ describe("budget yield", () => {
       // c lacks blocks and both its workers are busy: b's two 20-block windows less the 30 it
       // has in the pipe (20 of them committing) leaves 10, half a window: sent.
       const busy = { available: 0, inFlight: [5, 5], window: 40, processing: 30, committing: 20 };
-      assert.equal(temporaryAllowance(pacing(busy), bWorker(pacing(busy))), 10);
+      assert.equal(allowance(busy), 10);
       // Less than half a window free: nothing yet, the blocks go out in batches.
       const full = { ...busy, processing: 31 };
-      assert.equal(temporaryAllowance(pacing(full), bWorker(pacing(full))), 0);
+      assert.equal(allowance(full), 0);
       // c has enough queued: nothing at all.
       const enough = { ...busy, available: 60 };
-      assert.equal(temporaryAllowance(pacing(enough), bWorker(pacing(enough))), 0);
+      assert.equal(allowance(enough), 0);
       // Not paced: no limit.
       const free = { ...busy, temporary: false };
-      assert.equal(temporaryAllowance(pacing(free), bWorker(pacing(free))), Infinity);
+      assert.equal(allowance(free), Infinity);
     });
 
     it("counts half of its committing blocks while a reader starves", () => {
@@ -180,10 +185,10 @@ describe("budget yield", () => {
         processing: 30,
         committing: 20,
       };
-      assert.equal(temporaryAllowance(pacing(starving), bWorker(pacing(starving))), 20);
+      assert.equal(allowance(starving), 20);
       // The same idle worker with blocks queued for it is not starving.
       const queued = { ...starving, available: 3 };
-      assert.equal(temporaryAllowance(pacing(queued), bWorker(pacing(queued))), 10);
+      assert.equal(allowance(queued), 10);
     });
 
     it("counts blocks whose readers were released at the rename as delivered", () => {
@@ -197,38 +202,32 @@ describe("budget yield", () => {
         committing: 20,
         released: 12,
       };
-      assert.equal(temporaryAllowance(pacing(busy), bWorker(pacing(busy))), 22);
+      assert.equal(allowance(busy), 22);
       const starving = { ...busy, inFlight: [0, 5] };
-      assert.equal(temporaryAllowance(pacing(starving), bWorker(pacing(starving))), 26);
+      assert.equal(allowance(starving), 26);
     });
 
     it("takes nothing while more blocks wait for removal than its windows hold", () => {
       // Its readers starve, but 41 blocks whose readers are done still have files on disk,
       // more than b's two 20-block windows: more blocks would only add to the live data.
       const lagging = { available: 0, inFlight: [0, 0], window: 40, processing: 0, removing: 41 };
-      assert.equal(temporaryAllowance(pacing(lagging), bWorker(pacing(lagging))), 0);
+      assert.equal(allowance(lagging), 0);
       // Within the windows, removal is keeping up: b fills its windows.
       const keeping = { ...lagging, removing: 40 };
-      assert.equal(temporaryAllowance(pacing(keeping), bWorker(pacing(keeping))), 40);
+      assert.equal(allowance(keeping), 40);
     });
 
     it("under a budget that runs one of its two workers, fills the pipe two windows hold", () => {
-      // The commit latency the pipe hides does not shrink with the workers: 2 x 20 - 30 = 10,
-      // where one worker's window alone (20) would allow nothing.
-      const one = {
-        available: 0,
-        inFlight: [5, 5],
-        window: 40,
-        bWorkers: 1,
-        processing: 30,
-        committing: 20,
-      };
-      assert.equal(temporaryAllowance(pacing(one), bWorker(pacing(one))), 10);
+      // The commit latency the pipe hides does not shrink with the workers: 2 x 20 - 30 = 10
+      // with one worker running as with both, where one worker's window alone (20) would allow
+      // nothing.
+      const both = { available: 0, inFlight: [5, 5], window: 40, processing: 30, committing: 20 };
+      assert.equal(allowance(both), 10);
+      assert.equal(allowance({ ...both, bWorkers: 1 }), 10);
       // The removal backlog is still weighed against the windows that run: 21 of 20 holds it.
-      const lagging = { ...one, processing: 0, removing: 21 };
-      assert.equal(temporaryAllowance(pacing(lagging), bWorker(pacing(lagging))), 0);
-      const keeping = { ...lagging, removing: 20 };
-      assert.equal(temporaryAllowance(pacing(keeping), bWorker(pacing(keeping))), 40);
+      const lagging = { ...both, bWorkers: 1, processing: 0, removing: 21 };
+      assert.equal(allowance(lagging), 0);
+      assert.equal(allowance({ ...lagging, removing: 20 }), 40);
     });
   });
 });
