@@ -4,7 +4,8 @@
  * the machine's cores (with `--budget`: 2 workers in all, `--resources cpu=2`), every block
  * writing 4 KiB and reading its 27 input blocks. Reports
  *   - the peak bytes of B on disk as a fraction of B's total (budget: under 20 %), from the run's
- *     own accounting (`--events` run_end) and checked against the files left (none), and
+ *     own accounting (`--events` run_end: a block's files count from its result, through its
+ *     commit, until they are removed) and checked against the files left (none), and
  *   - the run's wall time against the same chain without `temporary` (budget: under 10 % slower):
  *     runs alternate, each temporary run is compared with the plain run next to it (before it,
  *     then after it, in turn), and the median of those ratios is the figure (a shared machine's speed drifts by more than 10 %

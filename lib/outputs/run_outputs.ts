@@ -328,6 +328,10 @@ export class RunOutputs implements CompletionSink {
         },
       }
       : {};
+    const files = commit.files.map((f) => [f.output, f.path, f.size, f.sha256] as const);
+    // A temporary block's files are on disk from now on; its commit ending settles them.
+    this.#temporaries?.committing(t, copy.position, files, false);
+    const settle = () => this.#temporaries?.committing(t, copy.position, files, true);
     return this.#committer.commit({
       block,
       plans: this.plans[t]!,
@@ -341,13 +345,12 @@ export class RunOutputs implements CompletionSink {
       this.#markPresent(t, copy.position);
       this.#session.done(copy);
       crashPoint("commit:done");
-      this.#temporaries?.committed(
-        t,
-        copy.position,
-        commit.files.map((f) => [f.output, f.path, f.size, f.sha256] as const),
-        commit.content,
-      );
+      settle();
+      this.#temporaries?.committed(t, copy.position, files, commit.content);
       this.#readerDone(t, copy.position);
+    }, (error: unknown) => {
+      settle();
+      throw error;
     });
   }
 

@@ -28,7 +28,7 @@ import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { blocksThatMayRun } from "./may_run.ts";
 import { finalLocation } from "./staging.ts";
-import { bytesOf, OutputRemover, type TemporaryStats } from "./temporary_files.ts";
+import { bytesOf, OutputRemover, TemporaryBytes, type TemporaryStats } from "./temporary_files.ts";
 
 /** What temporaries read of a store (a run's mapped store, or plan's snapshot). */
 export type TemporaryStore = Pick<TrackingStore, "path" | "done" | "provenance">;
@@ -54,11 +54,7 @@ interface TempTask {
   readonly contents: Map<number, string>;
   /** Regenerated blocks may come back with other content (recorded in the manifest). */
   nondeterministic: boolean;
-  liveBlocks: number;
-  liveBytes: number;
-  peakBytes: number;
-  deletedBlocks: number;
-  deletedBytes: number;
+  readonly bytes: TemporaryBytes;
   regenerated: number;
   removing: number;
 }
@@ -111,11 +107,7 @@ export class Temporaries {
         contents: new Map(),
         tombstoneBytes: new Map(),
         nondeterministic: readManifest(store.path).nondeterministic,
-        liveBlocks: 0,
-        liveBytes: 0,
-        peakBytes: 0,
-        deletedBlocks: 0,
-        deletedBytes: 0,
+        bytes: new TemporaryBytes(),
         regenerated: 0,
         removing: 0,
       };
@@ -171,16 +163,17 @@ export class Temporaries {
 
   stats(task: number): TemporaryStats | null {
     const m = this.#tasks[task] ?? null;
-    if (m === null) return null;
-    return {
-      liveBlocks: m.liveBlocks,
-      liveBytes: m.liveBytes,
-      peakBytes: m.peakBytes,
-      deletedBlocks: m.deletedBlocks,
-      deletedBytes: m.deletedBytes,
-      regenerated: m.regenerated,
-      removing: m.removing,
-    };
+    return m === null ? null : m.bytes.stats(m.regenerated, m.removing);
+  }
+
+  /**
+   * A block of a temporary task began its commit (`done` is false) or its commit ended, done or
+   * failed (true): its files count as on disk in between, before it is live.
+   */
+  committing(task: number, position: number, files: readonly ManifestFile[], done: boolean): void {
+    const bytes = this.#tasks[task]?.bytes;
+    if (done) bytes?.settled(position);
+    else bytes?.staging(position, files);
   }
 
   /** Blocks of the task due for deletion whose files are not removed yet (read by pacing). */
@@ -210,12 +203,12 @@ export class Temporaries {
     if (m.regenerate[position] === 1 && m.tombstones.has(position)) {
       // Live again: no longer among the deleted.
       m.regenerated++;
-      m.deletedBlocks--;
-      m.deletedBytes -= m.tombstoneBytes.get(position) ?? 0;
+      m.bytes.deletedBlocks--;
+      m.bytes.deletedBytes -= m.tombstoneBytes.get(position) ?? 0;
     }
     if (m.remaining[position]! < 0) {
       m.remaining[position] = this.#readersToCome(task, position);
-      this.#live(m, files, +1);
+      m.bytes.live(files, +1);
     }
     m.files.set(position, files);
     m.contents.set(position, content);
@@ -314,9 +307,9 @@ export class Temporaries {
     await this.#remover.removeBlocks(removals, (i) => {
       const { t, position } = batch[i]!;
       const files = t.files.get(position) ?? [];
-      this.#live(t, files, -1);
-      t.deletedBlocks++;
-      t.deletedBytes += bytesOf(files);
+      t.bytes.live(files, -1);
+      t.bytes.deletedBlocks++;
+      t.bytes.deletedBytes += bytesOf(files);
       t.files.delete(position);
     });
     crashPoint("temp:deleted");
@@ -326,12 +319,6 @@ export class Temporaries {
     if (this.#o.keep) return;
     this.#pending.push({ t: m, position });
     m.removing++;
-  }
-
-  #live(m: TempTask, files: readonly ManifestFile[], sign: 1 | -1): void {
-    m.liveBlocks += sign;
-    m.liveBytes += sign * bytesOf(files);
-    if (m.liveBytes > m.peakBytes) m.peakBytes = m.liveBytes;
   }
 
   /** Readers of a temporary block that will or may run in this run (the rest committed). */
@@ -423,8 +410,8 @@ export class Temporaries {
         const state = m.store.provenance!.outputs[cell];
         if (state === OUTPUTS_DELETED) {
           const bytes = bytesOf(entry?.intent?.files ?? []);
-          m.deletedBlocks++;
-          m.deletedBytes += bytes;
+          m.bytes.deletedBlocks++;
+          m.bytes.deletedBytes += bytes;
           if (m.regenerate[p] === 1 && entry?.intent != null) {
             m.tombstones.set(p, entry.intent.content);
             m.tombstoneBytes.set(p, bytes);
@@ -439,7 +426,7 @@ export class Temporaries {
         const files = entry?.intent?.files ?? [];
         m.files.set(p, files);
         m.remaining[p] = this.#readersToCome(m.task, p);
-        this.#live(m, files, +1);
+        m.bytes.live(files, +1);
         if (m.remaining[p] === 0) this.#delete(m, p);
       }
     }

@@ -123,6 +123,50 @@ export class OutputRemover {
   }
 }
 
+/**
+ * The bytes of one temporary task on disk. A block's files count from the moment its result
+ * arrives (written in staging, its commit starting: `staging`), not only once its commit ends:
+ * with a hundred blocks committing at once on a disk they are a few percent of the task, and
+ * they are on the disk all that time. `liveBlocks` counts committed blocks only.
+ */
+export class TemporaryBytes {
+  liveBlocks = 0;
+  liveBytes = 0;
+  peakBytes = 0;
+  deletedBlocks = 0;
+  deletedBytes = 0;
+  /** Bytes of the blocks whose commit has begun and not ended, by position. */
+  readonly #committing = new Map<number, number>();
+
+  /** A committed block becomes live (+1) or its files are removed (-1). */
+  live(files: readonly ManifestFile[], sign: 1 | -1): void {
+    this.liveBlocks += sign;
+    this.#add(sign * bytesOf(files));
+  }
+
+  /** A block's result arrived: its files are on disk while it commits. */
+  staging(position: number, files: readonly ManifestFile[]): void {
+    this.#add(bytesOf(files) - (this.#committing.get(position) ?? 0));
+    this.#committing.set(position, bytesOf(files));
+  }
+
+  /** Its commit ended (counted by `live` from now on, if it is live) or failed. */
+  settled(position: number): void {
+    this.#add(-(this.#committing.get(position) ?? 0));
+    this.#committing.delete(position);
+  }
+
+  stats(regenerated: number, removing: number): TemporaryStats {
+    const { liveBlocks, liveBytes, peakBytes, deletedBlocks, deletedBytes } = this;
+    return { liveBlocks, liveBytes, peakBytes, deletedBlocks, deletedBytes, regenerated, removing };
+  }
+
+  #add(bytes: number): void {
+    this.liveBytes += bytes;
+    if (this.liveBytes > this.peakBytes) this.peakBytes = this.liveBytes;
+  }
+}
+
 export function bytesOf(files: readonly ManifestFile[]): number {
   let n = 0;
   for (const f of files) n += f[2];
