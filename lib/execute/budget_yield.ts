@@ -144,7 +144,7 @@ export function temporaryAllowance(o: PacingContext, executor: Executor): number
   }
   // The pipe holds what `maxWorkers` workers' windows would, however few the budget lets run:
   // the commit latency it hides is the same.
-  windows *= task.config.maxWorkers / Math.max(1, task.executors.size);
+  windows = Math.floor(windows * task.config.maxWorkers / Math.max(1, task.executors.size));
   // Blocks released early already reached the readers: supply delivered, not in the pipe.
   const released = o.scheduler.releasedEarly(t);
   let inPipe = o.scheduler.snapshot(t).processing - released;

@@ -69,7 +69,9 @@ export class Dispatcher {
       limit = Math.min(free, held === 0 ? Math.max(1, share) : share);
       if (limit <= 0) return;
     }
-    limit = Math.min(limit, allowed);
+    // Whole blocks only: a fractional allowance would never equal the count below.
+    limit = Math.floor(Math.min(limit, allowed));
+    if (limit <= 0) return;
     if (this.#source.available(t) === 0) return;
     // The buffer is taken only once a block needs it: pre-checks may skip everything ready.
     let position = this.#source.next(t);
@@ -83,7 +85,7 @@ export class Dispatcher {
       batch[2 * count] = position;
       batch[2 * count + 1] = attempt;
       count++;
-      if (count === limit) break;
+      if (count >= limit) break;
       position = this.#source.next(t);
     }
     executor.send(batch, count);
