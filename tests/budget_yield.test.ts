@@ -93,6 +93,8 @@ describe("budget yield", () => {
       temporary?: boolean;
       bWindow?: number;
       bWorkers?: number;
+      /** Median duration of the recent commit barriers, ms. */
+      barrierMs?: number;
       processing?: number;
       committing?: number;
       released?: number;
@@ -130,6 +132,7 @@ describe("budget yield", () => {
           committing: (t: number) => (t === B ? o.committing ?? 0 : 0),
           removalBacklog: (t: number) => (t === B ? o.removing ?? 0 : 0),
           holdForRemoval: () => {},
+          barrierMs: () => o.barrierMs ?? 0,
         },
       } as unknown as PacingContext;
     }
@@ -176,7 +179,7 @@ describe("budget yield", () => {
       assert.equal(allowance(free), Infinity);
     });
 
-    it("counts half of its committing blocks while a reader starves", () => {
+    it("counts half of its committing blocks while a reader starves, where barriers are quick", () => {
       // A worker of c idle with nothing queued: 40 - (30 - 20 / 2) = 20.
       const starving = {
         available: 0,
@@ -189,6 +192,9 @@ describe("budget yield", () => {
       // The same idle worker with blocks queued for it is not starving.
       const queued = { ...starving, available: 3 };
       assert.equal(allowance(queued), 10);
+      // Where barriers take milliseconds (a disk) all of them count: 40 - 30.
+      assert.equal(allowance({ ...starving, barrierMs: 4 }), 10);
+      assert.equal(allowance({ ...starving, barrierMs: 1 }), 20);
     });
 
     it("counts blocks whose readers were released at the rename as delivered", () => {

@@ -67,6 +67,7 @@ function setUp(blocks: number, runId: string) {
 describe("the output committer", () => {
   it("commits a thousand blocks: every file in place, intent before commit, done after both", async () => {
     const { layout, store, manifest, dir, committer, stageAndCommit } = setUp(1000, "run1");
+    assert.equal(committer.barrierMs, 0, "a barrier duration before any barrier");
     const seenAtResolve: boolean[] = [];
     const commits: Promise<void>[] = [];
     for (let p = 0; p < layout.blockCount; p++) {
@@ -84,6 +85,8 @@ describe("the output committer", () => {
     await Promise.all(commits);
     await committer.drain();
     manifest.close();
+    // What pacing reads of the disk: the median of the last barriers, each one timed.
+    assert.ok(committer.barrierMs > 0, `barrier median ${committer.barrierMs} ms`);
     assert.ok(seenAtResolve.length > 5 && seenAtResolve.every((x) => x), "committed at resolve");
     const out = fs.readdirSync(path.join(dir, "out")).filter((n) => n.endsWith(".txt"));
     assert.equal(out.length, 1000);

@@ -26,6 +26,7 @@ export interface PacingContext {
     committing(task: number): number;
     removalBacklog(task: number): number;
     holdForRemoval(): void;
+    barrierMs(): number;
   };
 }
 
@@ -120,7 +121,8 @@ export function readersLack(
  * microseconds of thread wake-ups, more than a small block). While a reader starves (nothing
  * queued, a worker idle) only half of the committing blocks count: counting them all kept the
  * task and its reader both waiting for the commit, cores idle (bench/temporary.ts: 11-13 %
- * slower than without `temporary`, against 7-9 % with half, for about half a point of peak).
+ * slower than without `temporary`, against 7-9 % with half, for about half a point of peak),
+ * where barriers are quick (`QUICK_BARRIER_MS`); on a disk all of them count.
  * Nothing either while more of its blocks wait for their files' removal than its windows hold:
  * where an unlink trims the disk or crosses a network, removal can fall behind the readers, and
  * the live data would grow with the backlog (41.9 % of the task on disk at the peak instead of
@@ -148,10 +150,22 @@ export function temporaryAllowance(o: PacingContext, executor: Executor): number
   // Blocks released early already reached the readers: supply delivered, not in the pipe.
   const released = o.scheduler.releasedEarly(t);
   let inPipe = o.scheduler.snapshot(t).processing - released;
-  if (readerStarving(o, t)) inPipe -= Math.floor((o.completion.committing(t) - released) / 2);
+  if (readerStarving(o, t) && o.completion.barrierMs() < QUICK_BARRIER_MS) {
+    inPipe -= Math.floor((o.completion.committing(t) - released) / 2);
+  }
   const left = windows - inPipe;
   return left < executor.window / 2 ? 0 : left;
 }
+
+/**
+ * Commit barriers quicker than this (median of the last 15, in ms) let half of a temporary
+ * task's committing blocks go uncounted while a reader starves. tmpfs measured 0.7-1.4 ms (the
+ * helper thread's wake-up on a busy machine), this VM's ext4 3.7-4.8 ms, a journaled ext4 9 ms:
+ * there the blocks committing are a barrier's worth of production, and counting half of them
+ * put the peak over 20 % (bench/temporary.ts on a journaled ext4: 20.3 % at the median and 21.9 %
+ * at most against 18.5 % and 19.0 % counting them all, 15.2 % slower against 25.1 %).
+ */
+const QUICK_BARRIER_MS = 2.5;
 
 /** Whether a reader of task `t` waits for it: nothing queued for it and one of its workers idle. */
 function readerStarving(o: PacingContext, t: number): boolean {

@@ -55,6 +55,8 @@ export interface CompletionSink {
   orphaned?(task: number, position: number): void;
   /** Blocks of a temporary task due for deletion whose files are not removed yet. */
   removalBacklog?(task: number): number;
+  /** Median duration of the recent commit barriers, in ms (0: none, or nothing to commit). */
+  barrierMs?(): number;
   /** Call `listener` after each batch of removals (pacing may let a temporary task go on). */
   onRemoved?(listener: () => void): void;
   /**
@@ -118,6 +120,10 @@ export class BlockCompletion {
   /** Blocks of a temporary task whose readers are done but whose files are still on disk. */
   removalBacklog(task: number): number {
     return this.#o.sink?.removalBacklog?.(task) ?? 0;
+  }
+
+  barrierMs(): number {
+    return this.#o.sink?.barrierMs?.() ?? 0;
   }
 
   /** Pacing held a temporary task back for its removal backlog: pump when a removal ends. */

@@ -66,6 +66,8 @@ interface Pending {
 /** A batch this big is taken at once; a smaller first one waits up to LINGER_MS for company. */
 const GROUP = 256;
 const LINGER_MS = 5;
+/** Barriers whose median duration pacing reads. */
+const RECENT_BARRIERS = 15;
 
 /** Renames that finished: the blocks whose every file moved, and the folders moved into. */
 interface Renamed {
@@ -87,6 +89,9 @@ export class OutputCommitter {
   #inTurn: readonly Pending[] = [];
   /** Manifests written since the last barrier. */
   readonly #written = new Set<ManifestWriter>();
+  /** The last barriers' durations (ms), and their median: what pacing reads of the disk. */
+  readonly #recentBarriers: number[] = [];
+  #barrierMs = 0;
 
   constructor(runId: string) {
     this.#runId = runId;
@@ -190,7 +195,9 @@ export class OutputCommitter {
       else await this.#renaming;
       return;
     }
+    const started = performance.now();
     await this.#barrier(fresh, covered);
+    this.#timed(performance.now() - started);
     if (covered !== null && covered.blocks.length > 0) {
       // The renames are durable: the blocks are committed. Their commit records only spare the
       // next start from hashing their files (an intent whose files all match is adopted), so the
@@ -212,6 +219,18 @@ export class OutputCommitter {
     this.#intended.push(...fresh);
     this.#inTurn = [];
     if (this.#renaming === null) this.#startRenames();
+  }
+
+  /** Median duration of the last RECENT_BARRIERS barriers, in ms (0 before the first). */
+  get barrierMs(): number {
+    return this.#barrierMs;
+  }
+
+  #timed(ms: number): void {
+    const recent = this.#recentBarriers;
+    recent.push(ms);
+    if (recent.length > RECENT_BARRIERS) recent.shift();
+    this.#barrierMs = [...recent].sort((a, b) => a - b)[recent.length >> 1]!;
   }
 
   /** Rename every block whose intent is durable, in the background. */

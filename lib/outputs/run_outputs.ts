@@ -113,6 +113,11 @@ export class RunOutputs implements CompletionSink {
     return this.#temporaries?.removing(task) ?? 0;
   }
 
+  /** Median duration of the output commits' recent barriers (ms). */
+  barrierMs(): number {
+    return this.#committer.barrierMs;
+  }
+
   onRemoved(listener: () => void): void {
     this.#onRemoved = listener;
   }
