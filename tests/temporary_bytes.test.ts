@@ -43,6 +43,14 @@ describe("the bytes of a temporary task", () => {
     });
   });
 
+  it("counts deleted blocks and their bytes, and gives them back when one is regenerated", () => {
+    const bytes = new TemporaryBytes();
+    bytes.deleted(100, +1);
+    bytes.deleted(50, +1);
+    bytes.deleted(100, -1);
+    assert.deepEqual([bytes.deletedBlocks, bytes.deletedBytes], [1, 50]);
+  });
+
   it("settling a block that never began its commit changes nothing", () => {
     const bytes = new TemporaryBytes();
     bytes.live(file(64), +1);

@@ -6,7 +6,7 @@
  * attempt; its other blocks go back to the queue untouched.
  */
 
-import type { DependencyGraph } from "../graph/mod.ts";
+import { type DependencyGraph, readsMarked } from "../graph/mod.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { ResourceBudget, Scheduler } from "../schedule/mod.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
@@ -78,9 +78,9 @@ export class ExecutorPool {
     this.#o = options;
     const { dag } = options.graph;
     this.#descendants = descendantsOf(dag.downstream);
-    this.#readsTemporary = dag.upstream.map((ups) =>
-      options.preferDownstream === true && ups.some((u) => options.tasks[u]!.config.temporary)
-    );
+    this.#readsTemporary = options.preferDownstream === true
+      ? readsMarked(dag, (u) => options.tasks[u]!.config.temporary)
+      : dag.upstream.map(() => false);
     this.#budgetView = {
       downstream: dag.downstream,
       preferDownstream: options.preferDownstream === true,

@@ -120,3 +120,8 @@ function findCycle(upstream: readonly (readonly number[])[], ordered: Set<number
   cycle.push(cycle[0]!);
   return cycle;
 }
+
+/** For each task, whether one of its direct upstream tasks is marked (e.g. temporary). */
+export function readsMarked(dag: TaskDag, isMarked: (task: number) => boolean): boolean[] {
+  return dag.upstream.map((ups) => ups.some(isMarked));
+}

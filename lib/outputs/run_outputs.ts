@@ -9,7 +9,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { DependencyGraph } from "../graph/mod.ts";
+import { type DependencyGraph, readsMarked } from "../graph/mod.ts";
 import { InputError } from "../errors.ts";
 import { makeBlock } from "../execute/block.ts";
 import type { BlockReport, CompletionSink } from "../execute/completion.ts";
@@ -83,9 +83,7 @@ export class RunOutputs implements CompletionSink {
     this.missing = missing;
     this.#runId = session.runId;
     this.#onNotice = options.onNotice;
-    this.#readsTemporaries = pipeline.tasks.map((_, t) =>
-      graph.dag.upstream[t]!.some((u) => pipeline.tasks[u]!.temporary)
-    );
+    this.#readsTemporaries = readsMarked(graph.dag, (u) => pipeline.tasks[u]!.temporary);
     this.#committer = new OutputCommitter(session.runId);
     const stores = pipeline.tasks.map((_, t) => session.store(t));
     this.provenance = ProvenanceModel.open(pipeline, graph, stores);
@@ -335,8 +333,8 @@ export class RunOutputs implements CompletionSink {
       : {};
     const files = commit.files.map((f) => [f.output, f.path, f.size, f.sha256] as const);
     // A temporary block's files are on disk from now on; its commit ending settles them.
-    this.#temporaries?.committing(t, copy.position, files, false);
-    const settle = () => this.#temporaries?.committing(t, copy.position, files, true);
+    const temporaries = this.#pipeline.tasks[t]!.temporary ? this.#temporaries : null;
+    temporaries?.commitStarted(t, copy.position, files);
     return this.#committer.commit({
       block,
       plans: this.plans[t]!,
@@ -350,11 +348,11 @@ export class RunOutputs implements CompletionSink {
       this.#markPresent(t, copy.position);
       this.#session.done(copy);
       crashPoint("commit:done");
-      settle();
-      this.#temporaries?.committed(t, copy.position, files, commit.content);
+      temporaries?.commitEnded(t, copy.position);
+      temporaries?.committed(t, copy.position, files, commit.content);
       this.#readerDone(t, copy.position);
     }, (error: unknown) => {
-      settle();
+      temporaries?.commitEnded(t, copy.position);
       throw error;
     });
   }

@@ -166,14 +166,14 @@ export class Temporaries {
     return m === null ? null : m.bytes.stats(m.regenerated, m.removing);
   }
 
-  /**
-   * A block of a temporary task began its commit (`done` is false) or its commit ended, done or
-   * failed (true): its files count as on disk in between, before it is live.
-   */
-  committing(task: number, position: number, files: readonly ManifestFile[], done: boolean): void {
-    const bytes = this.#tasks[task]?.bytes;
-    if (done) bytes?.settled(position);
-    else bytes?.staging(position, files);
+  /** A block of a temporary task began its commit: its files count as on disk from now on. */
+  commitStarted(task: number, position: number, files: readonly ManifestFile[]): void {
+    this.#tasks[task]?.bytes.staging(position, files);
+  }
+
+  /** Its commit ended, done (`committed` follows) or failed. */
+  commitEnded(task: number, position: number): void {
+    this.#tasks[task]?.bytes.settled(position);
   }
 
   /** Blocks of the task due for deletion whose files are not removed yet (read by pacing). */
@@ -203,8 +203,7 @@ export class Temporaries {
     if (m.regenerate[position] === 1 && m.tombstones.has(position)) {
       // Live again: no longer among the deleted.
       m.regenerated++;
-      m.bytes.deletedBlocks--;
-      m.bytes.deletedBytes -= m.tombstoneBytes.get(position) ?? 0;
+      m.bytes.deleted(m.tombstoneBytes.get(position) ?? 0, -1);
     }
     if (m.remaining[position]! < 0) {
       m.remaining[position] = this.#readersToCome(task, position);
@@ -308,8 +307,7 @@ export class Temporaries {
       const { t, position } = batch[i]!;
       const files = t.files.get(position) ?? [];
       t.bytes.live(files, -1);
-      t.bytes.deletedBlocks++;
-      t.bytes.deletedBytes += bytesOf(files);
+      t.bytes.deleted(bytesOf(files), +1);
       t.files.delete(position);
     });
     crashPoint("temp:deleted");
@@ -410,8 +408,7 @@ export class Temporaries {
         const state = m.store.provenance!.outputs[cell];
         if (state === OUTPUTS_DELETED) {
           const bytes = bytesOf(entry?.intent?.files ?? []);
-          m.bytes.deletedBlocks++;
-          m.bytes.deletedBytes += bytes;
+          m.bytes.deleted(bytes, +1);
           if (m.regenerate[p] === 1 && entry?.intent != null) {
             m.tombstones.set(p, entry.intent.content);
             m.tombstoneBytes.set(p, bytes);

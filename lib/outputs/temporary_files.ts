@@ -144,6 +144,12 @@ export class TemporaryBytes {
     this.#add(sign * bytesOf(files));
   }
 
+  /** A block is deleted (+1), or a deleted one is regenerated (-1, its tombstone's bytes). */
+  deleted(bytes: number, sign: 1 | -1): void {
+    this.deletedBlocks += sign;
+    this.deletedBytes += sign * bytes;
+  }
+
   /** A block's result arrived: its files are on disk while it commits. */
   staging(position: number, files: readonly ManifestFile[]): void {
     this.#add(bytesOf(files) - (this.#committing.get(position) ?? 0));
