@@ -7,6 +7,7 @@ import { roiToJson, roiToString } from "../geometry/mod.ts";
 import { buildPipelineGraph } from "../execute/mod.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
+import { describeSelection, refuseLeftOut, selectTasks } from "../pipeline/task_selection.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { formatCount, formatShape, formatTable } from "../report/table.ts";
 import { LineWriter } from "./output.ts";
@@ -28,6 +29,8 @@ export interface PlanOptions {
   readonly trackingDir?: string;
   /** `--force TASK[:OFFSET:SHAPE]`, repeatable, as `run` takes it. */
   readonly force?: readonly string[];
+  /** `--tasks A,B`, repeatable, as `run` takes it. */
+  readonly tasks?: readonly string[];
 }
 
 export interface TaskPlan {
@@ -82,7 +85,11 @@ export function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
 }
 
 export async function planCommand(file: string, options: PlanOptions): Promise<void> {
-  const pipeline = await loadPipeline(file);
+  const selection = selectTasks(await loadPipeline(file), options.tasks);
+  refuseLeftOut(selection, "--force", options.force ?? [], (v) => v.split(":")[0]!);
+  refuseLeftOut(selection, "--skip-mask", options.skipMask ?? [], (v) => v.split("=")[0]!);
+  const pipeline = selection.pipeline;
+  const leftOut = selection.leftOut.length === 0 ? {} : { tasks_left_out: selection.leftOut };
   const graph = buildPipelineGraph(pipeline);
   const masks = await loadRunMasks(
     pipeline,
@@ -105,8 +112,10 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
       const e = explained?.[t] ?? null;
       return e === null ? plan : { ...plan, explain: explainJson(e) };
     });
-    await out.line(JSON.stringify({ pipeline: pipeline.path, tasks }, null, 2));
+    await out.line(JSON.stringify({ pipeline: pipeline.path, ...leftOut, tasks }, null, 2));
   } else {
+    const selected = describeSelection(selection, "Planning");
+    if (selected !== null) await out.line(selected);
     for (const line of planSummary(pipeline, graph, masks)) await out.line(line);
     if (explained !== null) {
       for (const line of explainSummary(explained, graph.dag.order)) await out.line(line);

@@ -56,6 +56,11 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "as run --force: count these blocks as forced; repeatable",
       (value: string, previous: string[] = []) => [...previous, value],
     )
+    .option(
+      "--tasks <ids>",
+      "plan only these tasks (comma-separated; repeatable) and the tasks upstream of them, not the others",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .action(async (pipeline: string, opts: PlanOptions) => {
       await planCommand(pipeline, opts);
     });
@@ -100,6 +105,11 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .option("--keep-temp", "keep the outputs of temporary tasks in this run (delete nothing)")
+    .option(
+      "--tasks <ids>",
+      "run only these tasks (comma-separated; repeatable) and the tasks upstream of them, not the others",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .option(
       "--force <task[:offset:shape]>",
       "run these blocks whatever the ledger says (done, fresh or quarantined); repeatable",

@@ -41,6 +41,8 @@ import {
   RunOutputs,
 } from "../outputs/mod.ts";
 import { errorsLogObserver } from "../outputs/errors_log.ts";
+import { heldByLeftOutReaders } from "../outputs/outside_readers.ts";
+import { describeSelection, refuseLeftOut, selectTasks } from "../pipeline/task_selection.ts";
 import { layoutWarnings } from "./plan.ts";
 import { resolve } from "node:path";
 
@@ -61,6 +63,8 @@ export interface RunCommandOptions {
   readonly skipMask?: readonly string[];
   /** `--keep-temp`: delete no temporary outputs in this run. */
   readonly keepTemp?: boolean;
+  /** `--tasks A,B`, repeatable: run these tasks and the tasks upstream of them only. */
+  readonly tasks?: readonly string[];
   /** `--force TASK[:OFFSET:SHAPE]`, repeatable: run those blocks whatever the ledger says. */
   readonly force?: readonly string[];
   /** `--listen HOST:PORT`: where remote workers connect (default loopback, any free port). */
@@ -102,10 +106,14 @@ export async function runPipeline(
 }
 
 async function runStages(
-  pipeline: PipelineConfig,
+  whole: PipelineConfig,
   options: RunCommandOptions,
   stop: StopSwitch,
 ): Promise<number> {
+  const selection = selectTasks(whole, options.tasks);
+  refuseLeftOut(selection, "--force", options.force ?? [], (v) => v.split(":")[0]!);
+  refuseLeftOut(selection, "--skip-mask", options.skipMask ?? [], (v) => v.split("=")[0]!);
+  const pipeline = selection.pipeline;
   /** Between two steps of the start: let a signal in, and stop there when one came. */
   const checkpoint = async (): Promise<void> => {
     await yieldToEventLoop();
@@ -156,6 +164,8 @@ async function runStages(
   let forced: ForcedBlocks;
   try {
     await checkpoint();
+    const selected = describeSelection(selection, "Running");
+    if (selected !== null) observer.notice?.(selected);
     pipeline.tasks.forEach((task, t) => {
       for (const warning of layoutWarnings(task, graph.layouts[t]!)) {
         observer.notice?.(`warning: ${warning}`);
@@ -184,6 +194,9 @@ async function runStages(
     outputs = RunOutputs.open(pipeline, graph, tracking, {
       forced,
       keepTemp: options.keepTemp === true,
+      ...(selection.leftOut.length === 0 ? {} : {
+        held: heldByLeftOutReaders(selection, buildPipelineGraph(whole), trackingDir),
+      }),
       onNotice: (message) => observer.notice?.(message),
     });
     stop.setPhase("checking done markers");

@@ -33,6 +33,8 @@ export interface RunOutputsOptions {
   readonly forced: ForcedBlocks;
   /** `--keep-temp`: delete no temporary outputs in this run. */
   readonly keepTemp: boolean;
+  /** Per task: temporary blocks a reader left out by `--tasks` still needs (kept). */
+  readonly held?: readonly (Uint8Array | null)[];
   readonly onNotice: (message: string) => void;
 }
 
@@ -102,6 +104,7 @@ export class RunOutputs implements CompletionSink {
           !this.provenance.fresh(t, p);
       },
       keep: options.keepTemp,
+      ...(options.held === undefined ? {} : { held: options.held }),
       onNotice: options.onNotice,
     });
   }

@@ -69,6 +69,11 @@ export interface TemporariesOptions {
   readonly certain: (task: number, position: number) => boolean;
   /** `--keep-temp`: delete nothing in this run. */
   readonly keep: boolean;
+  /**
+   * Per task: blocks a reader left out of the run (`--tasks`) still needs; they stay
+   * (lib/outputs/outside_readers.ts). Absent: the run has every task.
+   */
+  readonly held?: readonly (Uint8Array | null)[];
   readonly onNotice: (message: string) => void;
 }
 
@@ -319,9 +324,13 @@ export class Temporaries {
     m.removing++;
   }
 
-  /** Readers of a temporary block that will or may run in this run (the rest committed). */
+  /**
+   * Readers of a temporary block that will or may run in this run (the rest committed), and one
+   * more while a reader left out of the run needs it.
+   */
   #readersToCome(task: number, position: number): number {
-    let n = 0;
+    // A reader left out of the run holds its inputs for the whole run: one count never counted off.
+    let n = this.#o.held?.[task]?.[position] ?? 0;
     const { graph } = this.#o;
     const readers = this.#readers;
     for (const d of graph.dag.downstream[task]!) {
