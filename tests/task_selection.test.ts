@@ -6,6 +6,8 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
 import { ran, runIn as run } from "./fixtures/outputs.ts";
@@ -65,6 +67,7 @@ describe("run --tasks with temporaries", () => {
     // f reads every d block and has not run: d stays whole; b and c are read by nothing left.
     assert.deepEqual(onDisk(dir), { a: 8, b: 0, c: 0, d: 8, e: 8, f: 0 });
     assert.doesNotMatch(first.stderr, /Task "f"/, "f is not part of the run");
+    assert.equal(fs.existsSync(path.join(dir, "tracking", "f")), false, "its store is not made");
 
     const second = await run(dir, file, ["--tasks", "f"]);
     assert.equal(second.code, 0, describeRun(second));
