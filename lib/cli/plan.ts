@@ -7,7 +7,7 @@ import { roiToJson, roiToString } from "../geometry/mod.ts";
 import { buildPipelineGraph } from "../execute/mod.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
-import { describeSelection, refuseLeftOut, selectTasks } from "../pipeline/task_selection.ts";
+import { describeSelection, selectForCommand } from "../pipeline/task_selection.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { formatCount, formatShape, formatTable } from "../report/table.ts";
 import { LineWriter } from "./output.ts";
@@ -85,9 +85,7 @@ export function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
 }
 
 export async function planCommand(file: string, options: PlanOptions): Promise<void> {
-  const selection = selectTasks(await loadPipeline(file), options.tasks);
-  refuseLeftOut(selection, "--force", options.force ?? [], (v) => v.split(":")[0]!);
-  refuseLeftOut(selection, "--skip-mask", options.skipMask ?? [], (v) => v.split("=")[0]!);
+  const selection = selectForCommand(await loadPipeline(file), options);
   const pipeline = selection.pipeline;
   const leftOut = selection.leftOut.length === 0 ? {} : { tasks_left_out: selection.leftOut };
   const graph = buildPipelineGraph(pipeline);

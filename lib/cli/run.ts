@@ -42,7 +42,7 @@ import {
 } from "../outputs/mod.ts";
 import { errorsLogObserver } from "../outputs/errors_log.ts";
 import { heldByLeftOutReaders } from "../outputs/outside_readers.ts";
-import { describeSelection, refuseLeftOut, selectTasks } from "../pipeline/task_selection.ts";
+import { describeSelection, selectForCommand } from "../pipeline/task_selection.ts";
 import { layoutWarnings } from "./plan.ts";
 import { resolve } from "node:path";
 
@@ -110,9 +110,7 @@ async function runStages(
   options: RunCommandOptions,
   stop: StopSwitch,
 ): Promise<number> {
-  const selection = selectTasks(whole, options.tasks);
-  refuseLeftOut(selection, "--force", options.force ?? [], (v) => v.split(":")[0]!);
-  refuseLeftOut(selection, "--skip-mask", options.skipMask ?? [], (v) => v.split("=")[0]!);
+  const selection = selectForCommand(whole, options);
   const pipeline = selection.pipeline;
   /** Between two steps of the start: let a signal in, and stop there when one came. */
   const checkpoint = async (): Promise<void> => {

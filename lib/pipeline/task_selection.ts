@@ -73,6 +73,24 @@ export function selectTasks(
 }
 
 /**
+ * `--tasks` of a command, checked against its `--force` and `--skip-mask` values (a run's or a
+ * plan's): the selection, or an InputError naming the value at fault.
+ */
+export function selectForCommand(
+  pipeline: PipelineConfig,
+  flags: {
+    readonly tasks?: readonly string[];
+    readonly force?: readonly string[];
+    readonly skipMask?: readonly string[];
+  },
+): TaskSelection {
+  const selection = selectTasks(pipeline, flags.tasks);
+  refuseLeftOut(selection, "--force", flags.force ?? [], (v) => v.split(":")[0]!);
+  refuseLeftOut(selection, "--skip-mask", flags.skipMask ?? [], (v) => v.split("=")[0]!);
+  return selection;
+}
+
+/**
  * Refuse a flag value naming a task that `--tasks` left out (`--force`, `--skip-mask`): it would
  * otherwise read as an unknown task.
  */
