@@ -11,6 +11,9 @@
  *     then after it, in turn), and the median of those ratios is the figure (a shared machine's speed drifts by more than 10 %
  *     from one minute to the next; neighbouring runs see the same machine).
  *
+ * It then times the deletions alone: B's files written, made durable and unlinked on one thread,
+ * against the run without `temporary` (what no scheduling can save where an unlink trims the disk).
+ *
  * `--dir DIR` puts the runs' files under DIR (default: the system's temporary folder): the
  * filesystem matters. ext4 mounted with `discard` trims a file's blocks inside its unlink once
  * they reached the disk (about 135 µs a file), and each commit barrier (`syncfs`) flushes the
@@ -30,6 +33,7 @@ import * as path from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { runtimeName } from "../lib/runtime/mod.ts";
+import { fsyncFile, syncFilesystem } from "../lib/runtime/fs_sync.ts";
 
 const FRACTION_BUDGET = 0.2;
 const SLOWDOWN_BUDGET = 0.1;
@@ -176,6 +180,23 @@ console.log(
     budget ? "2 workers in all" : "2 workers per task"
   }, ${BYTES} B per block, files under ${base}: ${describeFilesystem(base)}`,
 );
+/**
+ * What deleting B costs this filesystem by itself: B's files written and made durable (as every
+ * committed block is before its readers free it), then unlinked one by one on this thread. On
+ * tmpfs a few milliseconds; on an ext4 mounted with `discard` each unlink trims the disk first.
+ */
+async function removalSeconds(): Promise<number> {
+  const folder = path.join(dir, "removal");
+  fs.mkdirSync(folder);
+  const payload = new Uint8Array(BYTES);
+  const files = Array.from({ length: side ** 3 }, (_, i) => path.join(folder, `${i}.bin`));
+  for (const f of files) fs.writeFileSync(f, payload);
+  if (!(await syncFilesystem(folder))) { for (const f of files) fsyncFile(f); }
+  const started = performance.now();
+  for (const f of files) fs.unlinkSync(f);
+  return (performance.now() - started) / 1000;
+}
+
 const plain: number[] = [];
 const temp: Run[] = [];
 for (let i = 0; i < repetitions; i++) {
@@ -205,6 +226,12 @@ console.log(
   } s without (medians of ${repetitions}); median of paired ratios ${
     (100 * slowdown).toFixed(1)
   } % slower   budget < ${100 * SLOWDOWN_BUDGET} %: ${okSlowdown ? "PASS" : "FAIL"}`,
+);
+const removal = await removalSeconds();
+console.log(
+  `  removing B's ${side ** 3} files alone, once on the disk, takes ${removal.toFixed(2)} s here (${
+    (100 * removal / median(plain)).toFixed(1)
+  } % of the run without temporary)`,
 );
 if (!okSlowdown && !describeFilesystem(base).startsWith("tmpfs")) {
   console.log(
