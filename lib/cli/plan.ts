@@ -4,7 +4,13 @@
 
 import { blockIdToJson, type TaskLayout } from "../blocks/mod.ts";
 import { roiToJson, roiToString } from "../geometry/mod.ts";
+import process from "node:process";
 import { buildPipelineGraph } from "../execute/mod.ts";
+import {
+  describeWorkerEnvironment,
+  hasWorkerProcesses,
+  workerEnvironment,
+} from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { describeSelection, selectForCommand } from "../pipeline/task_selection.ts";
@@ -106,7 +112,11 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
     await writeBlocks(pipeline, graph, options.json === true, out, masks, explained);
   } else if (options.json) {
     const tasks = graph.dag.order.map((t) => {
-      const plan = taskPlan(pipeline.tasks[t]!, graph.layouts[t]!, masks[t] ?? null);
+      const task = pipeline.tasks[t]!;
+      const plan = {
+        ...taskPlan(task, graph.layouts[t]!, masks[t] ?? null),
+        ...workerEnvironmentJson(task),
+      };
       const e = explained?.[t] ?? null;
       return e === null ? plan : { ...plan, explain: explainJson(e) };
     });
@@ -120,6 +130,20 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
     }
   }
   await out.flush();
+}
+
+/** `worker_environment` for a task whose workers are processes: what they get. */
+function workerEnvironmentJson(task: TaskConfig): Record<string, unknown> {
+  if (!hasWorkerProcesses(task)) return {};
+  const environment = workerEnvironment(task, process.env);
+  return {
+    worker_environment: {
+      profile: environment.profiled,
+      applied: environment.applied,
+      kept: environment.kept,
+      env: task.env ?? {},
+    },
+  };
 }
 
 export function planSummary(
@@ -159,6 +183,12 @@ export function planSummary(
       ]),
     ),
   ];
+  const environments = graph.dag.order.flatMap((t) => {
+    const task = pipeline.tasks[t]!;
+    const line = describeWorkerEnvironment(task, workerEnvironment(task, process.env));
+    return line === null ? [] : [line];
+  });
+  if (environments.length > 0) lines.push("", ...environments);
   const warnings = plans.flatMap((p) => p.warnings);
   if (warnings.length > 0) lines.push("", ...warnings.map((w) => `warning: ${w}`));
   return lines;

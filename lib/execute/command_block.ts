@@ -105,6 +105,11 @@ export interface CommandOptions {
   readonly cwd?: string | null;
   /** Where the block writes each declared output (its staging locations). */
   readonly outputs?: Readonly<Record<string, string>>;
+  /**
+   * The environment the block's variables are added to: the task's worker environment
+   * (lib/execute/worker_profile.ts) over this process's; default this process's.
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -143,7 +148,7 @@ export function runCommandBlock(
   const argv = expandCommand(template, block, options.outputs);
   const [file, ...args] = argv;
   const cwd = options.cwd ?? null;
-  const env = { ...process.env, ...commandEnvironment(block, options.outputs) };
+  const env = { ...(options.env ?? process.env), ...commandEnvironment(block, options.outputs) };
   const onStdout = options.onStdout ?? ((lines: string) => process.stdout.write(lines));
   const onStderr = options.onStderr ?? ((lines: string) => process.stderr.write(lines));
   return new Promise((resolve, reject) => {

@@ -5,6 +5,7 @@
  * slot lives on.
  */
 
+import process from "node:process";
 import type { CommandTaskConfig } from "../pipeline/spec.ts";
 import { makeBlock } from "./block.ts";
 import { CommandFailure, runCommandBlock } from "./command_block.ts";
@@ -18,6 +19,7 @@ import {
 } from "./protocol/messages.ts";
 import { errorParts } from "./run_types.ts";
 import { type BlockCommit, BlockOutputs } from "../outputs/block_outputs.ts";
+import { workerEnvironment } from "./worker_profile.ts";
 
 export class CommandExecutor implements Executor {
   readonly id: number;
@@ -29,6 +31,8 @@ export class CommandExecutor implements Executor {
   readonly #command: readonly string[];
   readonly #cwd: string | null;
   readonly #outputs: BlockOutputs;
+  /** The commands' environment before the block's own variables (made once per slot). */
+  readonly #env: Readonly<Record<string, string | undefined>>;
   /** Blocks sent and not started: (position, attempt) pairs from `#queueHead`. */
   #queue: number[] = [];
   #queueHead = 0;
@@ -42,6 +46,7 @@ export class CommandExecutor implements Executor {
     this.#spec = spec;
     this.#command = config.command;
     this.#cwd = config.cwd;
+    this.#env = { ...process.env, ...workerEnvironment(config, process.env).variables };
     this.#outputs = new BlockOutputs(spec.outputs, spec.runId);
     this.id = spec.id;
     this.task = spec.task;
@@ -136,6 +141,7 @@ export class CommandExecutor implements Executor {
           onStderr: (text) => events.output(this, "stderr", text),
           signal: this.#abort.signal,
           cwd: this.#cwd,
+          env: this.#env,
         });
         // The command's files are hashed here: the slot's thread is where the data is.
         if (!this.#outputs.empty) commit = this.#outputs.collect(block, position);

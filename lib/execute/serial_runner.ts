@@ -6,12 +6,14 @@
  * go through the same `BlockCompletion` as in a parallel run.
  */
 
+import process from "node:process";
 import { Scheduler } from "../schedule/mod.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { makeBlock } from "./block.ts";
 import { BlockSource, type Precheck } from "./block_source.ts";
 import { runCommandBlock } from "./command_block.ts";
+import { workerEnvironment } from "./worker_profile.ts";
 import { BlockCompletion, type BlockReport, type CompletionSink } from "./completion.ts";
 import { type RunClock, SYSTEM_CLOCK, yieldToEventLoop } from "./run_clock.ts";
 import {
@@ -114,6 +116,15 @@ export async function runSerial(
     new BlockOutputs(options.outputs?.[t] ?? [], options.runId ?? "run")
   );
   const outputsOf = (t: number): BlockOutputs => staging[t]!;
+  const commandEnvs = new Map<number, Record<string, string | undefined>>();
+  const commandEnv = (t: number): Record<string, string | undefined> => {
+    let env = commandEnvs.get(t);
+    if (env === undefined) {
+      const variables = workerEnvironment(pipeline.tasks[t]!, process.env).variables;
+      commandEnvs.set(t, env = { ...process.env, ...variables });
+    }
+    return env;
+  };
   let stoppedBy: StopReason | null = null;
 
   options.resume?.apply(completion);
@@ -184,7 +195,11 @@ export async function runSerial(
         if (task.kind === "process") {
           await task.process(block, context, { outputs, params: task.params ?? {} });
         } else if (task.kind === "command") {
-          await runCommandBlock(task.command, block, { cwd: task.cwd, outputs });
+          await runCommandBlock(task.command, block, {
+            cwd: task.cwd,
+            outputs,
+            env: commandEnv(t),
+          });
         } else throw new Error(`Internal error: --serial cannot run Python task "${task.id}"`);
         if (!staging.empty) report.commit = staging.collect(block, position);
       } catch (error) {

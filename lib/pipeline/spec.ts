@@ -145,6 +145,16 @@ export interface TaskDefinition {
   quarantineAfter?: number;
   temporary?: boolean;
   launch?: LaunchDefinition;
+  /**
+   * Variables for the task's worker processes (Python workers, command blocks, remote workers),
+   * over blockwise's own environment and the worker profile.
+   */
+  env?: Record<string, string>;
+  /**
+   * The worker profile (allocator kept warm between blocks, BLAS/OpenMP threads sized to each
+   * worker's share of the cores) for Python workers and command blocks; default true.
+   */
+  workerProfile?: boolean;
 }
 
 export interface PipelineModule {
@@ -222,6 +232,10 @@ interface TaskConfigBase {
   readonly temporary: boolean;
   /** Where its workers run. */
   readonly launch: LaunchConfig;
+  /** Variables for its worker processes, or null. */
+  readonly env: Readonly<Record<string, string>> | null;
+  /** Whether its Python workers and command blocks get the worker profile. */
+  readonly workerProfile: boolean;
 }
 
 /** A task whose blocks run a `process` function in Web Workers. */

@@ -29,6 +29,7 @@ import {
 } from "./output_fields.ts";
 import { LOCAL_LAUNCH, readLaunch } from "./launch_fields.ts";
 import { checkPythonAlone, readPython } from "./python_fields.ts";
+import { readEnv, readWorkerProfile } from "./env_fields.ts";
 import type { Block, PipelineConfig, TaskConfig, TaskDefinition } from "./spec.ts";
 
 /**
@@ -91,6 +92,8 @@ const FIELD_SET: Record<keyof TaskDefinition, true> = {
   quarantineAfter: true,
   temporary: true,
   launch: true,
+  env: true,
+  workerProfile: true,
 };
 
 /** Every field a task may have, in documentation order. */
@@ -301,6 +304,8 @@ function validateTask(
     quarantineAfter: read(() => readQuarantineAfter(t), null),
     temporary: read(() => readTemporary(t, outputs), false),
     launch: read(() => readLaunch(t), LOCAL_LAUNCH),
+    env: read(() => readEnv(t), null),
+    workerProfile: read(() => readWorkerProfile(t), true),
   };
   const processFn = read(() => t.func("process", "process(block, context) { ... }"), null) as
     | ((block: Block, context: unknown) => unknown)
@@ -353,6 +358,13 @@ function validateTask(
       t.fail(
         "launch",
         `is "${base.launch.kind}", but command tasks run their blocks on this machine; remove launch, or turn the task into a process function whose workers can run elsewhere.`,
+      ), null);
+  }
+  if (base.env !== null && processFn !== null && base.launch.kind === "local") {
+    read(() =>
+      t.fail(
+        "env",
+        `sets variables for worker processes, but this task's blocks run in Web Workers, threads of blockwise that share its environment; set them where you start blockwise (MY_SETTING=on blockwise run ...), or remove env.`,
       ), null);
   }
   if (problems.length > before || layout === null) return null;

@@ -12,8 +12,10 @@ import { createHash, randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import * as os from "node:os";
+import process from "node:process";
 import type { ExecutorFactory, ExecutorSpec } from "../execute/executor.ts";
 import { StreamExecutor } from "../execute/stream_executor.ts";
+import { type WorkerEnvironment, workerEnvironment } from "../execute/worker_profile.ts";
 import type { PythonInit } from "../execute/protocol/messages.ts";
 import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
@@ -86,6 +88,8 @@ export class RemoteWorkers {
   readonly #pythonClient: string | null;
   /** Per task: a Python task's module as of the run's start (workers refuse another file). */
   readonly #python: (PythonInit | null)[];
+  /** Per task: what its worker processes get on top of the inherited environment. */
+  readonly #environments: WorkerEnvironment[];
 
   private constructor(
     options: RemoteWorkersOptions,
@@ -102,6 +106,7 @@ export class RemoteWorkers {
     this.#launchers = launchers;
     this.#pythonClient = pythonClient;
     this.#python = options.pipeline.tasks.map((t) => t.kind === "python" ? pythonInit(t) : null);
+    this.#environments = options.pipeline.tasks.map((t) => workerEnvironment(t, process.env));
     this.#connect = connectAddress(server.address);
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
@@ -184,6 +189,7 @@ export class RemoteWorkers {
     const launch = this.#launches[spec.task]!;
     const python = this.#python[spec.task] ?? null;
     const env: Record<string, string> = {
+      ...this.#environments[spec.task]!.variables,
       [SECRET_ENV]: this.#secret,
       [SLOT_ENV]: slot,
       [CONNECT_ENV]: formatAddress(this.#connect),

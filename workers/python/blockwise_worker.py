@@ -1121,8 +1121,28 @@ def connect(host, port):
             wait = min(2 * wait, 2.0)
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "NUMEXPR_NUM_THREADS")
+
+
+def size_thread_pools(env):
+    """The worker profile's thread pools for a remote worker whose scheduler had no figure to go
+    by: each variable not set gets the cores this process may run on (its job's share), before
+    the task's module imports numpy or anything else that reads them."""
+    if env.get("BLOCKWISE_THREADS_FROM_AFFINITY") != "1":
+        return
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    for name in THREAD_VARIABLES:
+        if name not in env:
+            env[name] = str(max(1, cores))
+
+
 def main(argv):
     env = os.environ
+    size_thread_pools(env)
     target = env.get("BLOCKWISE_CONNECT", "")
     args = list(argv)
     if args[:1] == ["--connect"] and len(args) >= 2:
