@@ -290,6 +290,18 @@ export interface Task<Context = unknown> {
    * processes (default), SLURM jobs, or a site's launch command. See Launch; blockwise run --launcher overrides the kind.
    */
   launch?: Launch;
+  /**
+   * Environment variables for the task's worker processes (Python workers, command blocks,
+   * remote workers), over blockwise's own environment and the worker profile; not for tasks
+   * whose blocks run in local Web Workers (they share blockwise's environment).
+   */
+  env?: Record<string, string>;
+  /**
+   * The worker profile for Python workers and command blocks (default true): glibc keeps freed
+   * memory for the next block (MALLOC_TOP_PAD_), and OMP/OpenBLAS/MKL/numexpr threads are set to
+   * each worker's share of the cores. What you set yourself wins; false turns it off.
+   */
+  workerProfile?: boolean;
 }
 
 /** What a pipeline file exports by default. */
