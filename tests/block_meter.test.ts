@@ -20,6 +20,7 @@ class FakeCounters implements ThreadCounters {
   read = 1_000;
   write = 2_000;
   rss = 5_000_000;
+  faults = 300;
   reads = 0;
 
   cpuSeconds(): number {
@@ -33,6 +34,10 @@ class FakeCounters implements ThreadCounters {
 
   peakRssBytes(): number {
     return this.rss;
+  }
+
+  minorFaults(): number {
+    return this.faults;
   }
 }
 
@@ -52,9 +57,10 @@ function run(
   s: ReturnType<typeof setup>,
   i: number,
   seconds: number,
-  use: { cpu?: number; read?: number; write?: number; rss?: number } = {},
+  use: { cpu?: number; read?: number; write?: number; rss?: number; faults?: number } = {},
 ): void {
   s.counters.cpu += use.cpu ?? 0;
+  s.counters.faults += use.faults ?? 0;
   s.counters.read += use.read ?? 0;
   s.counters.write += use.write ?? 0;
   if (use.rss !== undefined) s.counters.rss = use.rss;
@@ -66,8 +72,10 @@ function run(
 describe("BlockMeter", () => {
   it("measures a block that is not short on its own", () => {
     const s = setup();
-    run(s, 0, 0.5, { cpu: 0.4, read: 4096, write: 100, rss: 6_000_000 });
+    run(s, 0, 0.5, { cpu: 0.4, read: 4096, write: 100, rss: 6_000_000, faults: 250 });
     run(s, 1, 0.001, { cpu: 0.001, read: 0, write: 7, rss: 7_000_000 });
+    assert.equal(field(s.records, 0, Usage.MinorFaults), 250);
+    assert.equal(field(s.records, 1, Usage.MinorFaults), 0);
     assert.ok(Math.abs(field(s.records, 0, Usage.CpuSeconds) - 0.4) < 1e-9);
     assert.equal(field(s.records, 0, Usage.IoReadBytes), 4096);
     assert.equal(field(s.records, 0, Usage.IoWriteBytes), 100);
@@ -82,8 +90,8 @@ describe("BlockMeter", () => {
   it("short blocks share their run's figures by wall time; totals are exact", () => {
     const s = setup();
     const short = SHORT_BLOCK_SECONDS / 10;
-    run(s, 0, short, { cpu: 1e-6, read: 10 });
-    run(s, 1, 2 * short, { cpu: 1e-6, write: 3 });
+    run(s, 0, short, { cpu: 1e-6, read: 10, faults: 5 });
+    run(s, 1, 2 * short, { cpu: 1e-6, write: 3, faults: 2 });
     run(s, 2, short, { cpu: 2e-6, read: 1 });
     assert.equal(s.counters.reads, 1, "no reading after a short block");
     // Not written yet: settled when the records leave the worker.
@@ -97,6 +105,8 @@ describe("BlockMeter", () => {
     assert.ok(Math.abs(cpu.reduce((a, b) => a + b) - 4e-6) < 1e-12);
     assert.deepEqual(read, [2, 5, 4]);
     assert.deepEqual(write, [0, 1, 2]);
+    const faults = [0, 1, 2].map((i) => field(s.records, i, Usage.MinorFaults));
+    assert.deepEqual(faults, [1, 3, 3], "whole faults by wall time; the last takes the rest");
     for (const bytes of [...read, ...write]) assert.ok(Number.isInteger(bytes));
     s.meter.settle(s.records); // nothing pending: no reading
     assert.equal(s.counters.reads, 2);

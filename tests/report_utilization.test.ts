@@ -41,6 +41,7 @@ function report(overrides: Partial<UtilizationReport> = {}): UtilizationReport {
         busySeconds: 2,
         cpuSeconds: 1.9,
         wallSeconds: 0.8,
+        faultsPerBlock: Number.NaN,
       },
       {
         id: "predict_long_name",
@@ -53,6 +54,7 @@ function report(overrides: Partial<UtilizationReport> = {}): UtilizationReport {
         busySeconds: 2,
         cpuSeconds: 2.5,
         wallSeconds: 3,
+        faultsPerBlock: Number.NaN,
       },
       {
         id: "never_ran",
@@ -65,6 +67,7 @@ function report(overrides: Partial<UtilizationReport> = {}): UtilizationReport {
         busySeconds: 0,
         cpuSeconds: 0,
         wallSeconds: 0,
+        faultsPerBlock: Number.NaN,
       },
     ],
     // extract: 4 workers of 1 s each -> 2 s busy of 4 s = 50%; predict has no finished worker.
@@ -141,6 +144,7 @@ describe("formatUtilization", () => {
       "0",
       "41.67 ∠ +0.0012",
       "50%",
+      "2.00",
       "1.90",
       "0.80",
     ]);
@@ -153,6 +157,7 @@ describe("formatUtilization", () => {
       "1",
       "153.85 ∠ -1.2500",
       "67%",
+      "n/a",
       "2.50",
       "3.00",
     ]);
@@ -173,6 +178,22 @@ describe("formatUtilization", () => {
     assert.match(legend, /mean ms ∠ slope: mean time of an attempt and its trend/);
     assert.match(legend, /in ms per attempt \(\+ means blocks get slower\)/);
     assert.match(legend, /cpu busy: share of the workers' lifetime spent inside blocks/);
+    assert.match(legend, /idle s: worker time outside blocks/);
+    assert.ok(!text.includes("faults/block"), "no faults column without resource tracking");
+  });
+
+  test("faults per block with resource tracking; n/a for a task that could not tell", () => {
+    const base = report();
+    const tasks = base.tasks.map((t, i) => ({
+      ...t,
+      faultsPerBlock: i === 0 ? 412.4 : Number.NaN,
+    }));
+    const text = formatUtilization({ ...base, tasks });
+    const lines = text.split("\n");
+    assert.match(lines.find((l) => l.includes("mean ms ∠ slope"))!, /faults\/block$/);
+    assert.match(lines.find((l) => l.trimStart().startsWith("extract"))!, / 412$/);
+    assert.match(lines.find((l) => l.trimStart().startsWith("predict_long_name"))!, / n\/a$/);
+    assert.match(text, /faults\/block: minor page faults per block/);
   });
 
   test("no task ran a worker", () => {

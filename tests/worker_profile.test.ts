@@ -12,7 +12,7 @@ import * as path from "node:path";
 import process from "node:process";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { PYTHON, pythonMissing } from "./fixtures/python_peer.ts";
-import { describeRun, runArgs, runCli } from "./fixtures/tracking/harness.ts";
+import { describeRun, readFloat32, runArgs, runCli } from "./fixtures/tracking/harness.ts";
 import { validatePipeline } from "../lib/pipeline/validate.ts";
 import type { TaskConfig } from "../lib/pipeline/spec.ts";
 import {
@@ -262,4 +262,67 @@ describe("the worker profile reaches worker processes", () => {
     assert.match(line, /MY_FLAG=yes/);
     for (const name of THREAD_VARIABLES) assert.doesNotMatch(line, new RegExp(`${name}=unset`));
   });
+});
+
+/**
+ * A Python module whose blocks burn about 40 ms of CPU each and write their process's CPU time
+ * (user + system) after setup and after every block to cpu/<pid>-<setup|last>.
+ */
+const CPU_BURN = `import os
+
+def cpu_now():
+    t = os.times()
+    return t.user + t.system
+
+def write(kind):
+    os.makedirs("cpu", exist_ok=True)
+    with open(os.path.join("cpu", "%d-%s" % (os.getpid(), kind)), "w") as f:
+        f.write(repr(cpu_now()))
+
+def setup():
+    write("setup")
+
+def process(block, _state):
+    until = cpu_now() + 0.04
+    total = 0
+    while cpu_now() < until:
+        total += sum(range(2000))
+    write("last")
+`;
+
+describe("resource tracking stays true", () => {
+  it(
+    "sum the blocks' cpu_seconds to within 5 % of the Python workers' own CPU",
+    SLOW,
+    async () => {
+      const dir = newDir("cpu");
+      const file = pipeline(
+        dir,
+        `totalRoi: { offset: [0], shape: [48] }, maxWorkers: 2,
+         python: { module: "task.py", setup: "setup", interpreter: ${JSON.stringify(PYTHON)} }`,
+        CPU_BURN,
+      );
+      const tracking = path.join(dir, "tracking");
+      const r = await runCli(runArgs(file, tracking, ["--resource-tracking"]), { cwd: dir });
+      assert.equal(r.code, 0, describeRun(r));
+      const ledger = readFloat32(path.join(tracking, "t"), "cpu_seconds");
+      const blocks = [...ledger.slice(0, 48)].reduce((a, b) => a + b, 0);
+      // Each worker's CPU from the end of its setup to the end of its last block.
+      const files = fs.readdirSync(path.join(dir, "cpu"));
+      const pids = new Set(files.map((f) => f.split("-")[0]!));
+      let workers = 0;
+      for (const pid of pids) {
+        const read = (kind: string) =>
+          Number(fs.readFileSync(path.join(dir, "cpu", `${pid}-${kind}`), "utf8"));
+        workers += read("last") - read("setup");
+      }
+      assert.ok(workers > 1.5, `the workers used ${workers} s of CPU`);
+      const off = Math.abs(blocks - workers) / workers;
+      assert.ok(
+        off <= 0.05,
+        `blocks ${blocks.toFixed(3)} s against workers ${workers.toFixed(3)} s`,
+      );
+      assert.match(r.stdout + r.stderr, /faults\/block/);
+    },
+  );
 });

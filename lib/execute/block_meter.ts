@@ -6,7 +6,7 @@
  * blocks most of its time. So a block that ran at least `SHORT_BLOCK_SECONDS` is measured on its
  * own, while shorter blocks in a row are measured together (up to `GROUP_BLOCKS` of them, or
  * `GROUP_SECONDS` of their wall time) and share the group's CPU time and I/O bytes in proportion
- * to their wall time. A long block that ends such a group shares it too. Totals stay exact; peak
+ * to their wall time (page faults too). A long block that ends such a group shares it too. Totals stay exact; peak
  * RSS and the finishing time are each block's own.
  */
 
@@ -20,6 +20,8 @@ export interface ThreadCounters {
   io(): { readonly read: number; readonly write: number };
   /** Peak resident set size of the process, bytes (cheap: may be a recent reading). */
   peakRssBytes(): number;
+  /** Minor page faults of this thread so far (NaN when unknown). */
+  minorFaults(): number;
 }
 
 export const SHORT_BLOCK_SECONDS = 50e-6;
@@ -32,6 +34,7 @@ const READ = RECORD_SECONDS + Usage.IoReadBytes;
 const WRITE = RECORD_SECONDS + Usage.IoWriteBytes;
 const FINISHED = RECORD_SECONDS + Usage.FinishedAt;
 const WALL = RECORD_SECONDS + Usage.WallSeconds;
+const FAULTS = RECORD_SECONDS + Usage.MinorFaults;
 
 export class BlockMeter {
   readonly #counters: ThreadCounters;
@@ -43,6 +46,7 @@ export class BlockMeter {
   #cpu0 = 0;
   #read0 = 0;
   #write0 = 0;
+  #faults0 = 0;
 
   /** `now`: seconds since the epoch, for each record's finishing time. */
   constructor(counters: ThreadCounters, now: () => number = () => Date.now() / 1000) {
@@ -58,6 +62,7 @@ export class BlockMeter {
     const io = this.#counters.io();
     this.#read0 = io.read;
     this.#write0 = io.write;
+    this.#faults0 = this.#counters.minorFaults();
   }
 
   /**
@@ -87,9 +92,12 @@ export class BlockMeter {
     const cpu = cpu1 - this.#cpu0;
     const read = io.read - this.#read0;
     const write = io.write - this.#write0;
+    const faults1 = this.#counters.minorFaults();
+    const faults = faults1 - this.#faults0;
     const wall = this.#wall;
     let readLeft = read;
     let writeLeft = write;
+    let faultsLeft = faults;
     for (let i = 0; i < n; i++) {
       const at = this.#pending[i]!;
       const share = wall > 0 ? records[at + WALL]! / wall : 1 / n;
@@ -101,10 +109,14 @@ export class BlockMeter {
       records[at + WRITE] = w;
       readLeft -= r;
       writeLeft -= w;
+      const f = i === n - 1 ? faultsLeft : Math.floor(faults * share);
+      records[at + FAULTS] = f;
+      faultsLeft -= f;
     }
     this.#cpu0 = cpu1;
     this.#read0 = io.read;
     this.#write0 = io.write;
+    this.#faults0 = faults1;
     this.#count = 0;
     this.#wall = 0;
   }

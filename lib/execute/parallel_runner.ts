@@ -438,6 +438,9 @@ export class ParallelRun implements ExecutorEvents {
           busySeconds: stats.durations.totalSeconds,
           cpuSeconds: stats.cpuSeconds,
           wallSeconds: span,
+          faultsPerBlock: stats.faultedBlocks === 0
+            ? Number.NaN
+            : stats.minorFaults / stats.faultedBlocks,
         };
       }),
       workers: this.#pool.lifetimes.all(),

@@ -14,6 +14,7 @@ import {
   RECORD_STATUS,
   type ResultsMessage,
   STATUS_DONE,
+  Usage,
   USAGE_FIELDS,
 } from "./protocol/messages.ts";
 import type { RunClock } from "./run_clock.ts";
@@ -98,6 +99,7 @@ export class ResultIntake {
       if (measured) {
         for (let k = 0; k < USAGE_FIELDS; k++) this.#figures[k] = records[at + RECORD_SECONDS + k]!;
         report.usage = this.#figures;
+        task.stats.addFaults(this.#figures[Usage.MinorFaults]!);
       } else {
         report.usage = null;
       }

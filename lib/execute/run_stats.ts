@@ -107,6 +107,16 @@ export class TaskStats {
   maxConcurrent = 0;
   firstStart = Number.NaN;
   lastEnd = Number.NaN;
+  /** Minor page faults of the measured blocks (resource tracking), and how many were measured. */
+  minorFaults = 0;
+  faultedBlocks = 0;
+
+  /** A measured block's minor page faults (NaN: its worker could not tell). */
+  addFaults(faults: number): void {
+    if (!Number.isFinite(faults)) return;
+    this.minorFaults += faults;
+    this.faultedBlocks++;
+  }
 
   workerStarted(now: number): void {
     this.workersSpawned++;
@@ -144,6 +154,8 @@ export interface UtilizationReport {
     readonly busySeconds: number;
     readonly cpuSeconds: number;
     readonly wallSeconds: number;
+    /** Mean minor page faults per measured block, or NaN without resource tracking. */
+    readonly faultsPerBlock: number;
   }[];
   readonly workers: readonly WorkerStats[];
 }

@@ -12,9 +12,9 @@
  *     disk read       2.4 GB
  *     disk write      510.0 MB
  *
- *   task     attempts  workers  max conc  restarts  mean ms ∠ slope  cpu busy  cpu s  wall s
- *   ───────  ────────  ───────  ────────  ────────  ───────────────  ────────  ─────  ──────
- *   extract        12        4         4         0  41.67 ∠ +0.0012       62%   1.90    0.80
+ *   task     attempts  workers  max conc  restarts  mean ms ∠ slope  cpu busy  idle s  cpu s  wall s
+ *   ───────  ────────  ───────  ────────  ────────  ───────────────  ────────  ──────  ─────  ──────
+ *   extract        12        4         4         0  41.67 ∠ +0.0012       62%    1.20   1.90    0.80
  *
  *   attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt and its
  *   trend in ms per attempt (+ means blocks get slower) · cpu busy: share of the workers'
@@ -26,7 +26,9 @@
  * (restarts included), `max conc` the peak of workers alive at once, `mean ms ∠ slope` the mean
  * block time and its least-squares change per block (positive: blocks get slower), `cpu busy`
  * the share of worker lifetime spent inside blocks (daisy: total block time / total worker
- * wall time), `cpu s` the CPU seconds the task's workers used and `wall s` the time from the
+ * wall time), `idle s` the rest of the workers' lifetime (start-up, import and `setup`, waiting
+ * for blocks), `faults/block` (with resource tracking) the mean minor page faults of a block,
+ * `cpu s` the CPU seconds the task's workers used and `wall s` the time from the
  * task's first worker start to its last worker end. Tasks that never had a worker nor a
  * recorded block are left out, as in daisy.
  */
@@ -40,8 +42,10 @@ const BYTE_UNITS = ["B", "KB", "MB", "GB", "TB"] as const;
 const LEGEND: readonly string[] = [
   "  attempts: blocks run, retries included · mean ms ∠ slope: mean time of an attempt and its",
   "  trend in ms per attempt (+ means blocks get slower) · cpu busy: share of the workers'",
-  "  lifetime spent inside blocks",
+  "  lifetime spent inside blocks · idle s: worker time outside blocks (start-up, waiting)",
 ];
+const FAULTS_LEGEND =
+  "  faults/block: minor page faults per block (memory mapped afresh; see WORKERS.md)";
 
 /**
  * Bytes in base 1024 with one decimal: `512 B`, `1.5 KB`, `510.0 MB`, `1.2 GB`; TB is the
@@ -77,11 +81,10 @@ function signed(n: number, digits: number): string {
   return n > 0 ? `+${text}` : text;
 }
 
-/** `cpu busy`: block time over the lifetime of the task's workers, in percent. */
-function busyPercent(
-  report: UtilizationReport,
-  task: UtilizationReport["tasks"][number],
-): string {
+type TaskFigures = UtilizationReport["tasks"][number];
+
+/** Seconds the task's workers were alive and working (parked time left out), 0 if unknown. */
+function workerSecondsOf(report: UtilizationReport, task: TaskFigures): number {
   let workerSeconds = 0;
   for (const w of report.workers) {
     if (w.taskId !== task.id) continue;
@@ -90,6 +93,19 @@ function busyPercent(
       workerSeconds += w.endedAt - w.startedAt - w.parkedSeconds;
     }
   }
+  return workerSeconds;
+}
+
+/** `idle s`: the task's workers' time outside blocks (start-up, setup, waiting for work). */
+function idleSeconds(report: UtilizationReport, task: TaskFigures): string {
+  const workerSeconds = workerSecondsOf(report, task);
+  if (!(workerSeconds > 0) || !Number.isFinite(task.busySeconds)) return "n/a";
+  return seconds(Math.max(0, workerSeconds - task.busySeconds));
+}
+
+/** `cpu busy`: block time over the lifetime of the task's workers, in percent. */
+function busyPercent(report: UtilizationReport, task: TaskFigures): string {
+  const workerSeconds = workerSecondsOf(report, task);
   // Without finished worker lifetimes, fall back to the task's wall span.
   const denominator = workerSeconds > 0 ? workerSeconds : task.wallSeconds;
   if (!(denominator > 0) || !Number.isFinite(task.busySeconds)) return "n/a";
@@ -127,6 +143,7 @@ export function formatUtilization(report: UtilizationReport): string {
     return lines.join("\n");
   }
   const trends = tasks.map((t) => `${seconds(t.meanMs)} ∠ ${signed(t.slopeMs, 4)}`);
+  const faults = tasks.some((t) => Number.isFinite(t.faultsPerBlock));
   lines.push(formatTable(
     [
       { header: "task" },
@@ -136,8 +153,10 @@ export function formatUtilization(report: UtilizationReport): string {
       { header: "restarts", align: "right" },
       { header: "mean ms ∠ slope", align: "right" },
       { header: "cpu busy", align: "right" },
+      { header: "idle s", align: "right" },
       { header: "cpu s", align: "right" },
       { header: "wall s", align: "right" },
+      ...(faults ? [{ header: "faults/block", align: "right" as const }] : []),
     ],
     tasks.map((t, i) => [
       t.id,
@@ -147,11 +166,13 @@ export function formatUtilization(report: UtilizationReport): string {
       String(t.restarts),
       trends[i]!,
       busyPercent(report, t),
+      idleSeconds(report, t),
       seconds(t.cpuSeconds),
       seconds(t.wallSeconds),
+      ...(faults ? [Number.isFinite(t.faultsPerBlock) ? t.faultsPerBlock.toFixed(0) : "n/a"] : []),
     ]),
     2,
   ));
-  lines.push("", ...LEGEND);
+  lines.push("", ...LEGEND, ...(faults ? [FAULTS_LEGEND] : []));
   return lines.join("\n");
 }

@@ -74,6 +74,7 @@ export function ioBytes(thread: boolean): IoBytes {
 export class ThreadMeter {
   readonly #ioFd: number | null;
   readonly #schedFd: number | null;
+  readonly #statFd: number | null;
   readonly #buffer = new Uint8Array(1024);
   /** Bytes the meter itself read so far: they count in rchar and are subtracted. */
   #ownBytes = 0;
@@ -85,6 +86,14 @@ export class ThreadMeter {
   constructor() {
     this.#ioFd = openQuietly("/proc/thread-self/io");
     this.#schedFd = openQuietly("/proc/thread-self/schedstat");
+    this.#statFd = openQuietly("/proc/thread-self/stat");
+  }
+
+  /** Minor page faults of this thread so far (`/proc/thread-self/stat`), or NaN if unknown. */
+  minorFaults(): number {
+    if (this.#statFd === null) return Number.NaN;
+    const n = this.#read(this.#statFd);
+    return n > 0 ? minorFaultsOf(this.#buffer, n) : Number.NaN;
   }
 
   /** CPU seconds of this thread, or NaN where the platform cannot tell. */
@@ -125,7 +134,7 @@ export class ThreadMeter {
   }
 
   close(): void {
-    for (const fd of [this.#ioFd, this.#schedFd]) if (fd !== null) fs.closeSync(fd);
+    for (const fd of [this.#ioFd, this.#schedFd, this.#statFd]) if (fd !== null) fs.closeSync(fd);
   }
 
   #read(fd: number): number {
@@ -149,6 +158,23 @@ function fieldOfBytes(bytes: Uint8Array, n: number, key: readonly number[]): num
     return numberAfter(bytes, n, i + key.length);
   }
   return 0;
+}
+
+const CLOSE_PAREN = 41;
+const SPACE = 32;
+
+/**
+ * `minflt` of a `/proc/.../stat` line: the 8th field after the command name's closing
+ * parenthesis (state ppid pgrp session tty_nr tpgid flags minflt), or NaN.
+ */
+export function minorFaultsOf(bytes: Uint8Array, n: number): number {
+  let i = bytes.lastIndexOf(CLOSE_PAREN, n - 1);
+  if (i < 0) return Number.NaN;
+  for (let field = 0; field < 8; field++) {
+    i = bytes.indexOf(SPACE, i + 1);
+    if (i < 0 || i >= n) return Number.NaN;
+  }
+  return numberAfter(bytes, n, i + 1);
 }
 
 /** The decimal integer starting at or after `at` (spaces skipped), or 0. */

@@ -440,10 +440,12 @@ class Meter(object):
             self.io_fd = None
         self.own = 0
 
-    def peak_rss(self):
+    def usage(self):
+        """(peak RSS in bytes, minor page faults so far) of this process."""
         if self.resource is None:
-            return float("nan")
-        return float(self.resource.getrusage(self.resource.RUSAGE_SELF).ru_maxrss * self.rss_unit)
+            return float("nan"), float("nan")
+        usage = self.resource.getrusage(self.resource.RUSAGE_SELF)
+        return float(usage.ru_maxrss * self.rss_unit), float(usage.ru_minflt)
 
     def io(self):
         """(bytes read, bytes written) through syscalls, without the meter's own reads."""
@@ -848,7 +850,7 @@ class Session(object):
         outputs = self.outputs
         measure = self.measure
         meter = Meter() if measure else None
-        results = self.results = Results(8 if measure else 3, outputs is not None)
+        results = self.results = Results(9 if measure else 3, outputs is not None)
         records = results.records
         lock = self.lock
         send = self.send
@@ -858,6 +860,7 @@ class Session(object):
         cpu_clock = time.process_time
         cpu0 = cpu_clock()
         read0, write0 = meter.io() if measure else (0.0, 0.0)
+        faults0 = meter.usage()[1] if measure else 0.0
         queue = self.queue
         popleft = queue.popleft
         polled_at = 0.0
@@ -934,10 +937,11 @@ class Session(object):
                 if measure:
                     cpu1 = cpu_clock()
                     read1, write1 = meter.io()
+                    rss, faults1 = meter.usage()
                     records.extend((position, 0.0 if fields is None else 1.0, seconds,
-                                    cpu1 - cpu0, meter.peak_rss(), read1 - read0,
-                                    write1 - write0, wall()))
-                    cpu0, read0, write0 = cpu1, read1, write1
+                                    cpu1 - cpu0, rss, read1 - read0, write1 - write0, wall(),
+                                    faults1 - faults0))
+                    cpu0, read0, write0, faults0 = cpu1, read1, write1, faults1
                 else:
                     records.extend((position, 0.0 if fields is None else 1.0, seconds))
                 if fields is not None:

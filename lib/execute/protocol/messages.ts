@@ -38,8 +38,8 @@ export const RECORD_STATUS = 1;
 export const RECORD_SECONDS = 2;
 /** Fields per record without resource tracking. */
 export const RECORD_STRIDE_PLAIN = 3;
-/** Fields per record with resource tracking: the six `Usage` figures start at RECORD_SECONDS. */
-export const RECORD_STRIDE_MEASURED = 8;
+/** Fields per record with resource tracking: the seven `Usage` figures start at RECORD_SECONDS. */
+export const RECORD_STRIDE_MEASURED = 9;
 /** A worker reports at most this many records per results message (Web Workers). */
 export const RESULT_RECORDS = 512;
 /** Size of a Web Worker's result buffer, in numbers: every one is this size, so all are reusable. */
@@ -48,7 +48,7 @@ export const STATUS_DONE = 0;
 export const STATUS_FAILED = 1;
 
 /** Per-block figures, in record order from RECORD_SECONDS (resource tracking). */
-export const USAGE_FIELDS = 6;
+export const USAGE_FIELDS = 7;
 export const enum Usage {
   WallSeconds = 0,
   CpuSeconds = 1,
@@ -56,6 +56,8 @@ export const enum Usage {
   IoReadBytes = 3,
   IoWriteBytes = 4,
   FinishedAt = 5,
+  /** Minor page faults of the worker's thread (or process) during the block; NaN if unknown. */
+  MinorFaults = 6,
 }
 
 // ---- scheduler -> worker --------------------------------------------------------------------
