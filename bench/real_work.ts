@@ -18,7 +18,7 @@
  * Budgets: 1 worker within 1.10x of one tuned bare loop, 2 workers within 1.15x of two in
  * parallel; command blocks within 1.10x of xargs -P 2.
  *
- *   bun bench/real_work.ts [--rounds 3] [--kinds python,js,command] [--binary PATH]
+ *   bun bench/real_work.ts [--rounds 5] [--kinds python,js,command] [--binary PATH]
  *                          [--python python3] [--keep]
  *
  * The scheduler is `--binary` (default: ./blockwise when it exists, else this runtime running
@@ -53,14 +53,24 @@ function option(name: string, fallback: string): string {
   return i > 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1]! : fallback;
 }
 
-const rounds = Number(option("--rounds", "3"));
+const rounds = Number(option("--rounds", "5"));
 const kinds = option("--kinds", "python,js,command").split(",");
-const python = option("--python", "python3");
+/** The interpreter itself (a version manager's shim would add its own start-up to every run). */
+const python = resolvedPython(option("--python", "python3"));
+
+function resolvedPython(name: string): string {
+  const r = spawnSync(name, ["-c", "import sys; print(sys.executable)"], { encoding: "utf8" });
+  const resolved = r.status === 0 ? r.stdout.trim() : "";
+  return resolved === "" ? name : resolved;
+}
 const keep = process.argv.includes("--keep");
 const defaultBinary = fs.existsSync(path.join(ROOT, "blockwise"))
   ? [path.join(ROOT, "blockwise")]
   : [process.execPath, ...(isDeno() ? ["run", "-A"] : []), path.join(ROOT, "main.ts")];
-const binary = process.argv.includes("--binary") ? [option("--binary", "")] : defaultBinary;
+/** `--binary "deno run -A main.ts"` runs the sources under another runtime. */
+const binary = process.argv.includes("--binary")
+  ? option("--binary", "").split(" ").filter((w) => w !== "")
+  : defaultBinary;
 
 function isDeno(): boolean {
   return "Deno" in globalThis;
@@ -289,9 +299,9 @@ for (const k of kinds) {
 
 const loadBefore = os.loadavg();
 console.log(
-  `real work: ${rounds} rounds, scheduler ${binary.join(" ")}, ${os.cpus().length} cores, load ${
-    loadBefore.map((l) => l.toFixed(2)).join(" ")
-  }`,
+  `real work: ${rounds} rounds, scheduler ${
+    binary.join(" ")
+  }, ${python}, ${os.cpus().length} cores, load ${loadBefore.map((l) => l.toFixed(2)).join(" ")}`,
 );
 if (loadBefore[0]! > BUSY_LOAD) {
   console.log(

@@ -211,46 +211,51 @@ def process(block):
     },
   );
 
-  it("measures each block: CPU, peak RSS, I/O and when it finished (stride 8)", SLOW, async () => {
-    const dir = newDir("measure");
-    const file = module(
-      dir,
-      `import os
+  it(
+    "measures each block: CPU, peak RSS, I/O, when it finished and its page faults (stride 9)",
+    SLOW,
+    async () => {
+      const dir = newDir("measure");
+      const file = module(
+        dir,
+        `import os
 def process(block, state):
     with open(os.path.join(${JSON.stringify(dir)}, "f%d" % block.index[0]), "wb") as f:
         f.write(b"x" * 100000)
     sum(range(200000))
 `,
-    );
-    const peer = await startPeer();
-    try {
-      await authenticated(peer);
-      peer.send(pythonInit(file, { measure: true }));
-      assert.equal((await peer.next()).kind, "ready");
-      const before = Date.now() / 1000;
-      peer.send({ kind: "blocks", count: 3, blocks: Float64Array.of(0, 1, 1, 1, 2, 1) });
-      const batches = await results(peer, 3);
-      const after = Date.now() / 1000;
-      for (const b of batches) {
-        assert.equal(b.stride, 8);
-        assert.ok(b.cpuSeconds >= 0);
-        for (let i = 0; i < b.count; i++) {
-          const [, status, seconds, cpu, rss, read, written, at] = b.records.slice(
-            i * 8,
-            i * 8 + 8,
-          );
-          assert.equal(status, 0);
-          assert.ok(seconds! > 0 && cpu! > 0, `${seconds} s, ${cpu} CPU s`);
-          assert.ok(rss! > 1_000_000, `peak RSS ${rss}`);
-          assert.ok(read! >= 0);
-          if (fs.existsSync("/proc/self/io")) assert.ok(written! >= 100_000, `wrote ${written}`);
-          assert.ok(at! >= before - 1 && at! <= after + 1, `finished at ${at}`);
+      );
+      const peer = await startPeer();
+      try {
+        await authenticated(peer);
+        peer.send(pythonInit(file, { measure: true }));
+        assert.equal((await peer.next()).kind, "ready");
+        const before = Date.now() / 1000;
+        peer.send({ kind: "blocks", count: 3, blocks: Float64Array.of(0, 1, 1, 1, 2, 1) });
+        const batches = await results(peer, 3);
+        const after = Date.now() / 1000;
+        for (const b of batches) {
+          assert.equal(b.stride, 9);
+          assert.ok(b.cpuSeconds >= 0);
+          for (let i = 0; i < b.count; i++) {
+            const [, status, seconds, cpu, rss, read, written, at, faults] = b.records.slice(
+              i * 9,
+              i * 9 + 9,
+            );
+            assert.ok(Number.isInteger(faults) && faults! >= 0, `${faults} minor faults`);
+            assert.equal(status, 0);
+            assert.ok(seconds! > 0 && cpu! > 0, `${seconds} s, ${cpu} CPU s`);
+            assert.ok(rss! > 1_000_000, `peak RSS ${rss}`);
+            assert.ok(read! >= 0);
+            if (fs.existsSync("/proc/self/io")) assert.ok(written! >= 100_000, `wrote ${written}`);
+            assert.ok(at! >= before - 1 && at! <= after + 1, `finished at ${at}`);
+          }
         }
+      } finally {
+        peer.child.kill("SIGKILL");
       }
-    } finally {
-      peer.child.kill("SIGKILL");
-    }
-  });
+    },
+  );
 
   it(
     "hands back unstarted blocks on recall, starts nothing after a final one, stops",

@@ -92,8 +92,8 @@ const FROM_WORKER: FromWorker[] = [
   {
     kind: "results",
     count: 1,
-    stride: 8,
-    records: Float64Array.of(7, 0, 0.5, 0.4, 1e9, 4096, 8192, 1.7e9),
+    stride: 9,
+    records: Float64Array.of(7, 0, 0.5, 0.4, 1e9, 4096, 8192, 1.7e9, 312),
     errors: [],
     cpuSeconds: Number.NaN,
   },
@@ -221,7 +221,7 @@ describe("worker protocol frames", () => {
           errors: [],
           cpuSeconds: 0,
         }),
-      /"stride" must be 3 or 8/,
+      /"stride" must be 3 or 9/,
     );
     assert.throws(
       () =>

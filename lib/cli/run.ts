@@ -19,7 +19,7 @@ import { effectiveLaunches, type RemoteWorkers } from "../remote/remote_workers.
 import { checkInterpreters } from "../remote/python_client.ts";
 import { openRemoteWorkers } from "./run_remote.ts";
 import { yieldToEventLoop } from "../execute/run_clock.ts";
-import { describeWorkerEnvironment, workerEnvironment } from "../execute/worker_profile.ts";
+import { prepareWorkers } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { formatCount } from "../report/table.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
@@ -170,10 +170,7 @@ async function runStages(
         observer.notice?.(`warning: ${warning}`);
       }
     });
-    for (const task of pipeline.tasks) {
-      const line = describeWorkerEnvironment(task, workerEnvironment(task, process.env));
-      if (line !== null) observer.notice?.(line);
-    }
+    for (const line of prepareWorkers(pipeline)) observer.notice?.(line);
     const trackingDir = options.trackingDir ?? null;
     const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
     if (huge) {

@@ -7,6 +7,7 @@ import process from "node:process";
 import { runRemoteWorker, workerLog } from "../remote/remote_worker.ts";
 import { PYTHON_CLIENT_SOURCE } from "../remote/python_client_source.ts";
 import { EXIT_BLOCKS_FAILED, EXIT_OK } from "./exit_codes.ts";
+import { keepAllocatorWarm } from "../runtime/allocator.ts";
 
 export interface WorkerCommandOptions {
   readonly connect?: string;
@@ -20,6 +21,7 @@ export async function workerCommand(options: WorkerCommandOptions): Promise<numb
     );
     return EXIT_OK;
   }
+  keepAllocatorWarm();
   const end = await runRemoteWorker({
     ...(options.connect === undefined ? {} : { connect: options.connect }),
     env: process.env,

@@ -424,9 +424,6 @@ export class ParallelRun implements ExecutorEvents {
       ioWriteBytes: io.write - this.#io0.write,
       tasks: this.#graph.dag.order.map((t) => {
         const { config, stats } = this.tasks[t]!;
-        const span = Number.isNaN(stats.firstStart)
-          ? 0
-          : ((Number.isNaN(stats.lastEnd) ? now : stats.lastEnd) - stats.firstStart) / 1000;
         return {
           id: config.id,
           blocks: stats.durations.count,
@@ -437,10 +434,8 @@ export class ParallelRun implements ExecutorEvents {
           slopeMs: stats.durations.slopeMs,
           busySeconds: stats.durations.totalSeconds,
           cpuSeconds: stats.cpuSeconds,
-          wallSeconds: span,
-          faultsPerBlock: stats.faultedBlocks === 0
-            ? Number.NaN
-            : stats.minorFaults / stats.faultedBlocks,
+          wallSeconds: stats.spanSeconds(now),
+          faultsPerBlock: stats.faultsPerBlock,
         };
       }),
       workers: this.#pool.lifetimes.all(),

@@ -111,6 +111,17 @@ export class TaskStats {
   minorFaults = 0;
   faultedBlocks = 0;
 
+  /** Seconds from the task's first worker start to its last worker end (or `now`, in ms). */
+  spanSeconds(now: number): number {
+    if (Number.isNaN(this.firstStart)) return 0;
+    return ((Number.isNaN(this.lastEnd) ? now : this.lastEnd) - this.firstStart) / 1000;
+  }
+
+  /** Mean minor page faults of a measured block, or NaN when none was measured. */
+  get faultsPerBlock(): number {
+    return this.faultedBlocks === 0 ? Number.NaN : this.minorFaults / this.faultedBlocks;
+  }
+
   /** A measured block's minor page faults (NaN: its worker could not tell). */
   addFaults(faults: number): void {
     if (!Number.isFinite(faults)) return;

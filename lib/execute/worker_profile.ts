@@ -17,7 +17,9 @@
  */
 
 import * as os from "node:os";
-import type { TaskConfig } from "../pipeline/spec.ts";
+import process from "node:process";
+import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
+import { keepAllocatorWarm } from "../runtime/allocator.ts";
 
 /** The allocator part of the profile (glibc; other libcs ignore these variables). */
 export const ALLOCATOR_PROFILE: Readonly<Record<string, string>> = {
@@ -150,4 +152,21 @@ export function describeWorkerEnvironment(
   const own = task.env ?? {};
   if (Object.keys(own).length > 0) parts.push(`env: ${pairs(own)}`);
   return `Task "${task.id}" ${what}: ${parts.join("; ")}`;
+}
+
+/**
+ * At a run's start: keep this process's allocator warm for its Web Workers (where the runtime
+ * allows it) and say, one line each, what every task's worker processes get.
+ */
+export function prepareWorkers(pipeline: PipelineConfig): string[] {
+  const lines: string[] = [];
+  for (const task of pipeline.tasks) {
+    const line = describeWorkerEnvironment(task, workerEnvironment(task, process.env));
+    if (line !== null) lines.push(line);
+  }
+  if (pipeline.tasks.some((t) => t.kind === "process" && t.launch.kind === "local")) {
+    const warm = keepAllocatorWarm();
+    if (warm !== null) lines.push(warm);
+  }
+  return lines;
 }
