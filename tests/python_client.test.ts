@@ -9,7 +9,9 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import * as net from "node:net";
+import process from "node:process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
@@ -679,5 +681,53 @@ describe("the Python client under a scheduler that stops early", () => {
     } finally {
       peer.child.kill("SIGKILL");
     }
+  });
+});
+
+/** Whether `pid` runs (a zombie left to a container's init that does not reap counts as gone). */
+function running(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+describe("the Python client of a local run that died", () => {
+  it("exits within 2 s when its run is SIGKILLed before it connected", SLOW, async () => {
+    // A port nobody listens on: the worker keeps retrying its connection.
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const run = spawn(
+      "sh",
+      ["-c", `BLOCKWISE_PARENT_PID=$$ "$0" "$1" & echo $!; wait`, PYTHON, CLIENT_FILE],
+      {
+        env: {
+          ...process.env,
+          BLOCKWISE_SECRET: "a".repeat(64),
+          BLOCKWISE_WORKER_SLOT: "0123456789abcdef",
+          BLOCKWISE_CONNECT: `127.0.0.1:${port}`,
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let stderr = "";
+    run.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+    const pid = await new Promise<number>((resolve) =>
+      run.stdout.setEncoding("utf8").once("data", (s: string) => resolve(Number(s.trim())))
+    );
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    assert.ok(running(pid), `the worker retries its connection meanwhile: ${stderr}`);
+    run.kill("SIGKILL");
+    const killedAt = Date.now();
+    while (running(pid) && Date.now() - killedAt < 10_000) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const took = Date.now() - killedAt;
+    if (running(pid)) process.kill(pid, "SIGKILL");
+    assert.ok(took < 2000, `the worker outlived its run by ${took} ms`);
   });
 });

@@ -154,7 +154,7 @@ function pipeline(dir: string, fields: string, module?: string): string {
 
 /** A Python module whose blocks write the named variables to env/<id>.json. */
 const ENV_DUMP = `import json, os
-NAMES = ${JSON.stringify([...PROFILE_NAMES, "MY_FLAG"])}
+NAMES = ${JSON.stringify([...PROFILE_NAMES, "MY_FLAG", "BLOCKWISE_PARENT_PID"])}
 
 def process(block):
     os.makedirs("env", exist_ok=True)

@@ -147,13 +147,24 @@ export function spawnLogged(
   }
 }
 
+/**
+ * Names the run to a local worker: a worker whose parent is no longer this process (the run was
+ * SIGKILLed before the worker connected) exits instead of retrying its connection.
+ */
+export const PARENT_PID_ENV = "BLOCKWISE_PARENT_PID";
+
 /** Workers as child processes of this run, on this machine. */
 export class LocalProcessLauncher implements Launcher {
   readonly name = "local processes";
   readonly #launches = new Set<ProcessLaunch>();
 
   launch(spec: WorkerLaunchSpec): LaunchHandle {
-    const launch = spawnLogged(spec.argv, spec, (pid) => `worker process ${pid ?? "?"}`);
+    const env = { ...spec.env, [PARENT_PID_ENV]: String(process.pid) };
+    const launch = spawnLogged(
+      spec.argv,
+      { ...spec, env },
+      (pid) => `worker process ${pid ?? "?"}`,
+    );
     this.#launches.add(launch);
     void launch.exited.then(() => this.#launches.delete(launch));
     return launch;

@@ -1106,10 +1106,22 @@ def walltime_margin(env):
     return value if value > 0 and value != float("inf") else None
 
 
-def connect(host, port):
+def parent_gone(env):
+    """True when this worker was started by a local run (BLOCKWISE_PARENT_PID) that has died:
+    the worker was re-parented, and nobody will ever listen for it."""
+    parent = env.get("BLOCKWISE_PARENT_PID", "")
+    return parent.isdigit() and os.getppid() != int(parent)
+
+
+def connect(host, port, env):
     deadline = time.monotonic() + CONNECT_PATIENCE_SECONDS
     wait = 0.2
+    # A local worker checks for its run often enough to exit within a second of its death.
+    longest = 0.5 if env.get("BLOCKWISE_PARENT_PID", "").isdigit() else 2.0
     while True:
+        if parent_gone(env):
+            raise Refusal("The run that started this worker (pid %s) has ended before the "
+                          "worker could connect; exiting" % env["BLOCKWISE_PARENT_PID"])
         try:
             sock = socket.create_connection((host, port), timeout=10)
             sock.settimeout(None)
@@ -1122,7 +1134,7 @@ def connect(host, port):
                               "it" % (host, port, error, CONNECT_PATIENCE_SECONDS))
             log("Cannot reach the scheduler yet (%s); retrying" % error)
             time.sleep(wait)
-            wait = min(2 * wait, 2.0)
+            wait = min(2 * wait, longest)
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -1168,7 +1180,7 @@ def main(argv):
         host, port = parse_address(target)
         end = job_end(env)
         walltime = None if end is None else (end, walltime_margin(env))
-        sock = connect(host, port)
+        sock = connect(host, port, env)
     except Refusal as refusal:
         log(str(refusal))
         return 2
