@@ -191,6 +191,8 @@ describe("the worker profile reaches worker processes", () => {
         assert.equal(env["MALLOC_TOP_PAD_"], expected("MALLOC_TOP_PAD_", "268435456"));
         for (const name of THREAD_VARIABLES) assert.equal(env[name], expected(name, threads));
         assert.equal(env["MY_FLAG"], "on");
+        // The run names itself, so a worker whose run died before it connected exits.
+        assert.match(env["BLOCKWISE_PARENT_PID"] ?? "", /^\d+$/);
       }
     },
   );
