@@ -275,13 +275,18 @@ describe("blockwise status", () => {
     }
   });
 
-  it("refuses paths that are not stores: missing → exit 2, not a store or corrupt → exit 3", () => {
+  it("refuses paths that name no store with exit 2, and a corrupt store with exit 3", () => {
     const missing = cli(["status", path.join(root, "nope")]);
     assert.equal(missing.code, 2);
     assert.match(missing.stderr, /does not exist; expected a tracking store/);
     const empty = freshDir("empty");
     const notStore = cli(["status", empty]);
-    assert.equal(notStore.code, 3);
+    assert.equal(notStore.code, 2, "the same code as a path that does not exist");
+    const file = path.join(empty, "notes.txt");
+    fs.writeFileSync(file, "x");
+    const plainFile = cli(["status", file]);
+    assert.equal(plainFile.code, 2);
+    assert.match(plainFile.stderr, /is a file; expected a tracking store/);
     assert.match(notStore.stderr, /neither a tracking store nor a tracking directory/);
     const broken = freshDir("broken");
     fs.writeFileSync(path.join(broken, "zarr.json"), "{ not json");

@@ -53,9 +53,9 @@ function isCandidate(dir: string): boolean {
  * `zarr.json`), else its immediate subfolders that are stores, damaged ones included. Folders
  * starting with "." (a store being built) are skipped.
  *
- * Errors: a PATH that does not exist is a usage error (InputError, exit 2); a PATH that exists
- * but is neither a store nor a tracking directory is a StoreError (exit 3) saying what was
- * expected.
+ * Errors: a PATH that names no store (it does not exist, is a plain file, or is a folder that
+ * is neither a store nor a tracking directory) is a usage error (InputError, exit 2) saying what
+ * was expected; one that cannot be read is a StoreError (exit 3), as is a store that is damaged.
  */
 export function findStores(target: string): string[] {
   let abs = path.resolve(target);
@@ -71,7 +71,7 @@ export function findStores(target: string): string[] {
   if (stat.isFile() && path.basename(abs) === "zarr.json") {
     abs = path.dirname(abs);
   } else if (!stat.isDirectory()) {
-    throw new StoreError(`${abs} is a file; expected ${EXPECTED}`, abs);
+    throw new InputError(`${abs} is a file; expected ${EXPECTED}`);
   }
   if (probe(abs) !== "missing" || holdsStoreFiles(abs)) return [abs];
   let entries: fs.Dirent[];
@@ -85,9 +85,8 @@ export function findStores(target: string): string[] {
     .map((e) => path.join(abs, e.name))
     .filter(isCandidate);
   if (stores.length === 0) {
-    throw new StoreError(
+    throw new InputError(
       `${abs} is neither a tracking store nor a tracking directory holding any: expected ${EXPECTED}`,
-      abs,
     );
   }
   return stores.sort();
