@@ -17,6 +17,7 @@ import process from "node:process";
 import { fileURLToPath } from "node:url";
 import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
+import { percentDone } from "../lib/tracking/inspect.ts";
 import { InputError } from "../lib/errors.ts";
 import { parseRoiArgument } from "../lib/cli/reset.ts";
 import { renderGridMap } from "../lib/tracking/grid_map.ts";
@@ -200,7 +201,7 @@ describe("blockwise status", () => {
     assert.equal(r.done, 22);
     assert.equal(r.failed, 2);
     assert.equal(r.pending, 0);
-    assert.equal(r.percent_done, 91.66);
+    assert.equal(r.percent_done, 91.67, "22 of 24, rounded");
     assert.equal(r.failed_attempts, 4);
     assert.equal(r.runs, 1);
     assert.equal(r.torn_lines, 0);
@@ -237,7 +238,7 @@ describe("blockwise status", () => {
     const out = r.stdout;
     assert.match(out, new RegExp(`task "a"  ${store.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
     assert.match(out, /blocks {5}24 \(block grid 4×6\)/);
-    assert.match(out, /done {7}22 \(91\.66%\)/);
+    assert.match(out, /done {7}22 \(91\.67%\)/);
     assert.match(out, /failed {5}2 \(4 failed attempts in all\)/);
     assert.match(out, /pending {4}0/);
     assert.match(out, /runs {7}1; last: started .*, took .*, incomplete, exit 1/);
@@ -792,5 +793,17 @@ describe("parseRoiArgument", () => {
         return true;
       });
     }
+  });
+});
+
+describe("percentDone", () => {
+  it("rounds to the nearest hundredth, but says 100 and 0 only when they are true", () => {
+    assert.equal(percentDone(22, 24), 91.67);
+    assert.equal(percentDone(2, 3), 66.67);
+    assert.equal(percentDone(999_999, 1_000_000), 99.99);
+    assert.equal(percentDone(1, 1_000_000), 0.01);
+    assert.equal(percentDone(0, 10), 0);
+    assert.equal(percentDone(10, 10), 100);
+    assert.equal(percentDone(0, 0), 100);
   });
 });

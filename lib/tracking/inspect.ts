@@ -28,7 +28,7 @@
  *   done: number,                 // blocks whose done mark is 1
  *   failed: number,               // blocks not done with failures > 0
  *   pending: number,              // blocks - done - failed
- *   percent_done: number,         // 100 * done / blocks, rounded down to 2 decimals (100 if 0 blocks)
+ *   percent_done: number,         // 100 * done / blocks to 2 decimals (see percentDone)
  *   failed_attempts: number,      // sum of the failures counts over all blocks
  *   runs: number,                 // runs.jsonl records of kind "run"
  *   torn_lines: number,           // runs.jsonl lines that are not JSON objects (skipped)
@@ -210,7 +210,7 @@ function inspect(dir: string, makeMap: MapMaker | null): StoreInspection {
     done: nDone,
     failed: nFailed,
     pending: blocks - nDone - nFailed,
-    percent_done: blocks === 0 ? 100 : Math.floor((nDone * 10000) / blocks) / 100,
+    percent_done: percentDone(nDone, blocks),
     failed_attempts: attempts,
     runs,
     torn_lines: tornLines,
@@ -258,4 +258,16 @@ export function inspectStores(
     }
   }
   return { inspections, failures };
+}
+
+/**
+ * `100 * done / blocks`, rounded to the nearest hundredth, except that it reads 100 only when
+ * every block is done and 0 only when none is (99.999 % is 99.99, one block of a million is
+ * 0.01): a user reading "100.00%" may stop watching. 100 for a store of no blocks.
+ */
+export function percentDone(done: number, blocks: number): number {
+  if (blocks === 0 || done >= blocks) return 100;
+  if (done <= 0) return 0;
+  const rounded = Math.round((done * 10000) / blocks) / 100;
+  return Math.min(99.99, Math.max(0.01, rounded));
 }
