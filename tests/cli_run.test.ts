@@ -330,6 +330,35 @@ describe("blockwise run", () => {
     assert.equal(slow!.completed, ran, "every block that ran to its end was counted");
     assert.ok(slow!.completed < 300);
   });
+  it("a second SIGINT stops at once, says so, and records exit 130 in runs.jsonl", {
+    timeout: 60_000,
+  }, async () => {
+    const dir = newDir("cli-sigint-twice");
+    const file = pipelineFile(dir, [
+      task("slow", 20, "maxWorkers: 2,", `sleep(4000);`),
+    ]);
+    const events = path.join(dir, "events.jsonl");
+    const tracking = path.join(dir, "tracking");
+    const run = start(["run", file, "--events", events, "--tracking-dir", tracking], dir, 60_000);
+    const deadline = Date.now() + 20_000;
+    while (!fs.existsSync(events) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await new Promise((r) => setTimeout(r, 1000)); // blocks are running now
+    run.signal("SIGINT");
+    await new Promise((r) => setTimeout(r, 300));
+    run.signal("SIGINT");
+    const r = await run.done;
+    assert.equal(r.code, 130, r.stderr);
+    assert.match(r.stderr, /Received SIGINT again: stopping now/);
+    assert.match(r.stderr, /Stopped at once: blocks in flight were killed.*; exit 130/);
+    const records = fs.readFileSync(path.join(tracking, "slow", "runs.jsonl"), "utf8")
+      .trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const last = records.at(-1)!;
+    assert.equal(last["exit_code"], 130);
+    assert.equal(last["stopped_by"], "SIGINT");
+    assert.equal(last["outcome"], "interrupted");
+  });
 });
 
 describe("blockwise run: stop", () => {

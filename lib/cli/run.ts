@@ -155,10 +155,7 @@ async function runStages(
     console.close();
     events?.close();
   };
-  stop.setHardExit(() => {
-    const reason = stop.reason() ?? "SIGINT";
-    closeAll(reason, exitCodeForSignal(reason));
-  });
+  stop.setHardExit((code) => closeAll(stop.reason() ?? "SIGINT", code));
   let plan: ResumePlan;
   let forced: ForcedBlocks;
   try {
@@ -298,11 +295,17 @@ async function runLoop(
     events?.close();
     throw error;
   }
-  stop.setHardExit(() => {
+  stop.setHardExit((code) => {
     remote?.abort();
-    tracking.close(null, null);
+    // Recorded as interrupted by the first signal, with the code the process exits with.
+    tracking.close(null, code, undefined, stop.reason() ?? "SIGINT");
     console.close();
     events?.close();
+    process.stderr.write(
+      `Stopped at once: blocks in flight were killed, the finished ones are recorded${
+        options.trackingDir === undefined ? "" : ` (blockwise status ${options.trackingDir})`
+      }; exit ${code}\n`,
+    );
   });
   for (let t = 0; t < masks.length; t++) {
     const mask = masks[t];

@@ -17,12 +17,17 @@ export interface StopSwitch {
    * signal's message names; null once the loop runs (blocks in flight then get to finish).
    */
   readonly setPhase: (phase: string | null) => void;
-  /** What a second signal does before it exits at once (replaces the previous cleanup). */
-  readonly setHardExit: (cleanup: () => void) => void;
+  /**
+   * What a second signal does before it exits at once with `code` (replaces the previous
+   * cleanup); the first signal's reason is `reason()`.
+   */
+  readonly setHardExit: (cleanup: (code: number) => void) => void;
   readonly dispose: () => void;
 }
 
-export function installStopSwitch(beforeHardExit: () => void = () => {}): StopSwitch {
+export function installStopSwitch(
+  beforeHardExit: (code: number) => void = () => {},
+): StopSwitch {
   let reason: StopReason | null = null;
   let phase: string | null = null;
   let cleanup = beforeHardExit;
@@ -30,8 +35,9 @@ export function installStopSwitch(beforeHardExit: () => void = () => {}): StopSw
   const handler = (signal: StopReason) => () => {
     if (reason !== null) {
       process.stderr.write(`\nReceived ${signal} again: stopping now.\n`);
-      cleanup();
-      process.exit(exitCodeForSignal(signal));
+      const code = exitCodeForSignal(signal);
+      cleanup(code);
+      process.exit(code);
     }
     reason = signal;
     process.stderr.write(
