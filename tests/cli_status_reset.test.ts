@@ -514,6 +514,15 @@ describe("blockwise reset", () => {
     assert.equal(before.blocks, 16);
     assert.equal(before.done, 16);
 
+    // A box that meets no block is refused, changing nothing.
+    const outside = cli(["reset", store, "--roi", "100,0:10,10", "--yes"]);
+    assert.equal(outside.code, 2, outside.stderr);
+    assert.match(
+      outside.stderr,
+      /--roi 100,0:10,10 intersects no block: the blocks of task "c" cover 10,10:40,40/,
+    );
+    assert.equal(statusJson(store)[0]!.done, 16);
+
     // [15, 25) on both axes meets blocks 0 ([10, 20)) and 1 ([20, 30)) on each axis.
     const r = cli(["reset", store, "--roi", "15,15:10,10", "--yes"]);
     assert.equal(r.code, 0, r.stderr);

@@ -104,6 +104,9 @@ describe("plan explains against the tracking stores", () => {
     const bad = await cli(dir, "plan", ["--force", "nosuch"]);
     assert.equal(bad.code, 2, describeRun(bad));
     assert.match(bad.stderr, /--force "nosuch": there is no task "nosuch"/);
+    const outside = await cli(dir, "plan", ["--force", "b:500:2"]);
+    assert.equal(outside.code, 2, describeRun(outside));
+    assert.match(outside.stderr, /--force "b:500:2": the box intersects no block of task "b"/);
   });
 
   it("plan reads the stores without the lock and writes nothing, even with a crash's leftovers", async () => {

@@ -73,6 +73,11 @@ export function parseRoiArgument(value: string): Roi {
   return { offset, shape };
 }
 
+/** A ROI as `--roi` takes it: `OFFSET:SHAPE`, comma-separated. */
+function roiText(roi: Roi): string {
+  return `${roi.offset.join(",")}:${roi.shape.join(",")}`;
+}
+
 /** The blocks whose write ROI intersects `roi`: a box of block-grid coordinates. */
 function roiBox(meta: StoreMetadata, roi: Roi): GridBox {
   const layout = meta.layout;
@@ -280,6 +285,15 @@ export async function resetCommand(target: string, options: ResetOptions): Promi
         }
         throw error;
       }
+    }
+    if (roi !== null && plans.every((p) => p.blocksSelected === 0)) {
+      throw new InputError(
+        `--roi ${options.roi} intersects no block: ${
+          plans.map((p) =>
+            `the blocks of task "${p.meta.taskId}" cover ${roiText(p.meta.layout.totalWriteRoi)}`
+          ).join("; ")
+        }. Give a box that overlaps them (OFFSET:SHAPE in world units); nothing was changed.`,
+      );
     }
     const interactive = process.stdin.isTTY === true;
     if (!options.yes && !interactive) {

@@ -65,6 +65,21 @@ export class ForcedBlocks {
           }:${new Array(dims).fill(64).join(",")}.`,
         );
       }
+      const total = layouts[t]!.totalWriteRoi;
+      const overlaps = o.every((start, d) =>
+        start < total.offset[d]! + total.shape[d]! && total.offset[d]! < start + sh[d]!
+      );
+      if (!overlaps) {
+        throw new InputError(
+          `--force ${
+            JSON.stringify(value)
+          }: the box intersects no block of task "${id}", whose blocks cover ${
+            total.offset.join(",")
+          }:${
+            total.shape.join(",")
+          }; give a box that overlaps them, or --force ${id} for every block.`,
+        );
+      }
       const list = boxes[t];
       if (list !== "all") boxes[t] = [...(list ?? []), { offset: o, shape: sh }];
     }
