@@ -243,14 +243,21 @@ describe("blockwise run", () => {
     assert.match(r.stderr, /All 4 blocks completed\./);
   });
 
-  it("warns about a task without blocks, as plan does", async () => {
+  it("refuses a task without blocks unless --allow-empty, and warns as plan does", async () => {
     const dir = newDir("cli-zero");
     const file = pipelineFile(dir, [
       `{ id: "tiny", totalRoi: { offset: [0], shape: [4] }, readRoi: { offset: [0], shape: [8] },
         writeRoi: { offset: [0], shape: [8] }, process() {} }`,
       task("a", 2, "", ""),
     ]);
-    const r = await cli(["run", file, "--no-progress"], dir);
+    const refused = await cli(["run", file, "--no-progress"], dir);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(
+      refused.stderr,
+      /Task "tiny" has no blocks: .*pass --allow-empty to run the other tasks/,
+    );
+    assert.equal(countLines(dir, "blocks"), 0, "nothing ran");
+    const r = await cli(["run", file, "--no-progress", "--allow-empty"], dir);
     assert.equal(r.code, 0, r.stderr);
     const warning =
       'warning: Task "tiny" has no blocks: its total write ROI Roi((0), (4)) is smaller than one write block (8) on axis 0';

@@ -5,6 +5,7 @@
 import { blockIdToJson, type TaskLayout } from "../blocks/mod.ts";
 import { roiToJson, roiToString } from "../geometry/mod.ts";
 import process from "node:process";
+import { InputError } from "../errors.ts";
 import { buildPipelineGraph } from "../execute/mod.ts";
 import {
   describeWorkerEnvironment,
@@ -88,6 +89,25 @@ export function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
     } is smaller than one write block (${formatShape(w)}) on axis ${axis}` +
     (layout.fit === "valid" ? `; use fit "shrink" or "overhang" to keep a partial block` : ""),
   ];
+}
+
+/**
+ * What `run` says of tasks without blocks: a task whose volume holds no block is almost always
+ * a mistake in its ROIs, so the run is refused (exit 2) unless `--allow-empty` lets it go on
+ * with a warning per such task.
+ */
+export function emptyTasks(
+  pipeline: PipelineConfig,
+  layouts: readonly TaskLayout[],
+  allowEmpty: boolean,
+): string[] {
+  const warnings = pipeline.tasks.flatMap((task, t) => layoutWarnings(task, layouts[t]!));
+  if (warnings.length > 0 && !allowEmpty) {
+    throw new InputError(
+      `${warnings.join("; ")}. Fix the ROIs, or pass --allow-empty to run the other tasks anyway.`,
+    );
+  }
+  return warnings;
 }
 
 export async function planCommand(file: string, options: PlanOptions): Promise<void> {

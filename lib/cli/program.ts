@@ -106,6 +106,10 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .option("--keep-temp", "keep the outputs of temporary tasks in this run (delete nothing)")
     .option(
+      "--allow-empty",
+      "run even when a task has no block (its volume is smaller than a block)",
+    )
+    .option(
       "--tasks <ids>",
       "run only these tasks (comma-separated; repeatable) and the tasks upstream of them, not the others",
       (value: string, previous: string[] = []) => [...previous, value],

@@ -44,7 +44,7 @@ import {
 import { errorsLogObserver } from "../outputs/errors_log.ts";
 import { heldByLeftOutReaders } from "../outputs/outside_readers.ts";
 import { describeSelection, selectForCommand } from "../pipeline/task_selection.ts";
-import { layoutWarnings } from "./plan.ts";
+import { emptyTasks } from "./plan.ts";
 import { resolve } from "node:path";
 
 export interface RunCommandOptions {
@@ -64,6 +64,8 @@ export interface RunCommandOptions {
   readonly skipMask?: readonly string[];
   /** `--keep-temp`: delete no temporary outputs in this run. */
   readonly keepTemp?: boolean;
+  /** `--allow-empty`: run although a task has no block (else refused). */
+  readonly allowEmpty?: boolean;
   /** `--tasks A,B`, repeatable: run these tasks and the tasks upstream of them only. */
   readonly tasks?: readonly string[];
   /** `--force TASK[:OFFSET:SHAPE]`, repeatable: run those blocks whatever the ledger says. */
@@ -162,11 +164,9 @@ async function runStages(
     await checkpoint();
     const selected = describeSelection(selection, "Running");
     if (selected !== null) observer.notice?.(selected);
-    pipeline.tasks.forEach((task, t) => {
-      for (const warning of layoutWarnings(task, graph.layouts[t]!)) {
-        observer.notice?.(`warning: ${warning}`);
-      }
-    });
+    for (const w of emptyTasks(pipeline, graph.layouts, options.allowEmpty === true)) {
+      observer.notice?.(`warning: ${w}`);
+    }
     for (const line of prepareWorkers(pipeline)) observer.notice?.(line);
     const trackingDir = options.trackingDir ?? null;
     const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
