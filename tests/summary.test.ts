@@ -288,6 +288,20 @@ describe("where the run left its files", () => {
     ]);
   });
 
+  test("local Python workers' logs are not called remote", () => {
+    const lines = formatLocations({
+      stores: [{ task: "seg", path: "/data/trk/seg" }],
+      events: null,
+      logDir: null,
+      remoteLogDir: "/data/trk/.workers/run-2",
+      localWorkerLogs: true,
+    });
+    assert.equal(
+      lines.at(-1),
+      "Python worker logs  /data/trk/.workers/run-2/<task>-worker-<n>[-<job id>].log",
+    );
+  });
+
   test("a run without any store says that a rerun starts over", () => {
     assert.deepEqual(
       formatLocations({ stores: [{ task: "a", path: null }], events: null, logDir: null }),

@@ -328,3 +328,29 @@ describe("resource tracking stays true", () => {
     },
   );
 });
+
+describe("the summary's worker log line", () => {
+  it(
+    "names local Python workers' logs as such, and no folder when no worker started",
+    SLOW,
+    async () => {
+      const dir = newDir("logs");
+      const file = pipeline(
+        dir,
+        `python: { module: "task.py", interpreter: ${JSON.stringify(PYTHON)} }`,
+        ENV_DUMP,
+      );
+      const tracking = path.join(dir, "tracking");
+      const first = await runCli(runArgs(file, tracking), { cwd: dir });
+      assert.equal(first.code, 0, describeRun(first));
+      const line = (first.stdout + first.stderr).split("\n").find((l) => l.includes("worker logs"));
+      const folder = /^Python worker logs +(\S+)\/<task>/.exec(line ?? "")?.[1];
+      assert.ok(folder !== undefined && folder.includes("/.workers/"), line);
+      assert.ok(fs.existsSync(folder), `${folder} exists`);
+      // Every block done: no worker starts, so no log folder is named.
+      const again = await runCli(runArgs(file, tracking), { cwd: dir });
+      assert.equal(again.code, 0, describeRun(again));
+      assert.doesNotMatch(again.stdout + again.stderr, /worker logs/);
+    },
+  );
+});

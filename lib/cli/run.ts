@@ -17,7 +17,7 @@ import {
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
 import { effectiveLaunches, type RemoteWorkers } from "../remote/remote_workers.ts";
 import { checkInterpreters } from "../remote/python_client.ts";
-import { openRemoteWorkers } from "./run_remote.ts";
+import { openRemoteWorkers, workerLogLocation } from "./run_remote.ts";
 import { yieldToEventLoop } from "../execute/run_clock.ts";
 import { prepareWorkers } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
@@ -384,7 +384,7 @@ async function runLoop(
     })),
     events: options.events === undefined ? null : resolve(options.events),
     logDir: options.logDir === undefined ? null : resolve(options.logDir),
-    ...(remote === null ? {} : { remoteLogDir: remote.logDir }),
+    ...workerLogLocation(remote, pipeline, options.launcher),
   };
   text += "\n" + summaryText(result, color, code, locations) + "\n";
   process.stderr.write(text);

@@ -1,8 +1,9 @@
 /** `blockwise run`'s remote workers: opened when some task's workers run elsewhere. */
 
+import * as fs from "node:fs";
 import { resolve } from "node:path";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
-import { defaultWorkerLogDir, RemoteWorkers } from "../remote/remote_workers.ts";
+import { defaultWorkerLogDir, effectiveLaunches, RemoteWorkers } from "../remote/remote_workers.ts";
 import { defaultPythonClientDir } from "../remote/python_client.ts";
 
 /** The run options remote workers depend on. */
@@ -41,4 +42,18 @@ export async function openRemoteWorkers(
     runId,
     log,
   });
+}
+
+/**
+ * The summary's line for worker processes' own logs: named only when the folder exists (a run
+ * whose blocks were all skipped started no worker), and called what they were.
+ */
+export function workerLogLocation(
+  remote: RemoteWorkers | null,
+  pipeline: PipelineConfig,
+  launcher: LaunchKind | undefined,
+): { remoteLogDir?: string; localWorkerLogs?: boolean } {
+  if (remote === null || !fs.existsSync(remote.logDir)) return {};
+  const local = effectiveLaunches(pipeline, launcher).every((l) => l.kind === "local");
+  return { remoteLogDir: remote.logDir, localWorkerLogs: local };
 }

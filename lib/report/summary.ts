@@ -54,8 +54,10 @@ export interface RunLocations {
   readonly events: string | null;
   /** `--log-dir DIR`, or null. */
   readonly logDir: string | null;
-  /** Where remote workers' own output went (a run with remote workers). */
+  /** Where worker processes' own output went (a run with Python or remote workers). */
   readonly remoteLogDir?: string;
+  /** True when those workers were all local Python processes (not remote ones). */
+  readonly localWorkerLogs?: boolean;
 }
 
 export const DEFAULT_MAX_FAILURES = 10;
@@ -279,7 +281,10 @@ export function formatLocations(locations: RunLocations): string[] {
     rows.push(["worker logs", `${locations.logDir}/<task>/worker_<n>.out, .err`]);
   }
   if (locations.remoteLogDir !== undefined) {
-    rows.push(["remote worker logs", `${locations.remoteLogDir}/<task>-worker-<n>[-<job id>].log`]);
+    rows.push([
+      locations.localWorkerLogs === true ? "Python worker logs" : "remote worker logs",
+      `${locations.remoteLogDir}/<task>-worker-<n>[-<job id>].log`,
+    ]);
   }
   const width = Math.max(...rows.map(([key]) => key.length));
   return ["", ...rows.map(([key, value]) => `${key.padEnd(width)}  ${value}`)];
