@@ -196,6 +196,25 @@ describe("reconcile at the start of a run", () => {
     assert.equal(b.unexpected, 1);
   });
 
+  it(
+    "garbage inside the manifest is told apart from a torn append, with its line",
+    SLOW,
+    async () => {
+      const { dir, file } = await built("garbage");
+      const manifest = path.join(dir, "tracking", "a", "manifest.jsonl");
+      const lines = fs.readFileSync(manifest, "utf8").split("\n");
+      lines.splice(2, 0, "#$%^ not json");
+      fs.writeFileSync(manifest, lines.join("\n"));
+      const again = await runIn(dir, file);
+      assert.equal(again.code, 0, describeRun(again));
+      assert.match(
+        again.stderr,
+        /1 unreadable manifest line ignored \(line 3 of manifest\.jsonl: not a record blockwise writes/,
+      );
+      assert.doesNotMatch(again.stderr, /torn manifest line/);
+    },
+  );
+
   it("a torn last manifest line is ignored and counted", SLOW, async () => {
     const { dir, file } = await built("torn");
     fs.appendFileSync(path.join(dir, "tracking", "a", "manifest.jsonl"), `{"t":"intent","ind`);

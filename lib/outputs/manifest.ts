@@ -63,6 +63,13 @@ export interface ManifestContents {
   readonly blocks: ReadonlyMap<string, BlockEntry>;
   /** Lines that could not be read (a torn last line from a kill counts here). */
   readonly unreadable: number;
+  /**
+   * Of those, lines that are not the start of a record blockwise writes (a torn append is, and
+   * stays so when later appends follow it): the file was changed by something else. Their line
+   * numbers (1-based), the first few.
+   */
+  readonly foreignLines: readonly number[];
+  readonly foreignCount: number;
   /** Whether a regenerated block ever came back with other content (see Temporaries). */
   readonly nondeterministic: boolean;
   readonly lines: number;
@@ -94,7 +101,16 @@ export function readManifest(storeDir: string): ManifestContents {
   const blocks = new Map<string, { -readonly [K in keyof BlockEntry]: BlockEntry[K] }>();
   let unreadable = 0;
   let lines = 0;
+  let lineNumber = 0;
+  let foreignCount = 0;
+  const foreignLines: number[] = [];
   let nondeterministic = false;
+  const unreadableLine = (line: string) => {
+    unreadable++;
+    if (line.startsWith('{"t":"')) return; // a record cut short by a kill mid-append
+    foreignCount++;
+    if (foreignLines.length < 5) foreignLines.push(lineNumber);
+  };
   const settle = (key: string, state: BlockEntry["state"], adopted: boolean) => {
     const before = blocks.get(key);
     if (before === undefined) {
@@ -106,6 +122,7 @@ export function readManifest(storeDir: string): ManifestContents {
     }
   };
   forEachLine(path.join(storeDir, MANIFEST_FILE), (line) => {
+    lineNumber++;
     if (line === "") return;
     lines++;
     // A plain commit record (half of every manifest), without the JSON parser: its index text
@@ -121,11 +138,11 @@ export function readManifest(storeDir: string): ManifestContents {
     try {
       record = JSON.parse(line) as ManifestRecord;
     } catch {
-      unreadable++;
+      unreadableLine(line);
       return;
     }
     if (typeof record !== "object" || record === null || !Array.isArray(record.index)) {
-      unreadable++;
+      unreadableLine(line);
       return;
     }
     const key = indexKey(record.index);
@@ -154,10 +171,10 @@ export function readManifest(storeDir: string): ManifestContents {
         nondeterministic = true;
         break;
       default:
-        unreadable++;
+        unreadableLine(line);
     }
   });
-  return { blocks, unreadable, lines, nondeterministic };
+  return { blocks, unreadable, foreignLines, foreignCount, lines, nondeterministic };
 }
 
 /** The writer of one store's manifest: batches of records, each batch durable when it returns. */

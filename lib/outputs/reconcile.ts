@@ -44,6 +44,9 @@ export interface ReconcileSummary {
   readonly unexpectedExamples: readonly string[];
   readonly stagingRemoved: number;
   readonly unreadableLines: number;
+  /** Of those, lines no blockwise append makes (see ManifestContents), with the first few numbers. */
+  readonly foreignLines: readonly number[];
+  readonly foreignCount: number;
   /** Blocks of a temporary task whose outputs were deleted (done, tombstoned). */
   readonly deletedTemporaries: number;
 }
@@ -183,6 +186,8 @@ export function reconcileTask(
       unexpectedExamples: unexpected.examples,
       stagingRemoved,
       unreadableLines: contents.unreadable,
+      foreignLines: contents.foreignLines,
+      foreignCount: contents.foreignCount,
       deletedTemporaries: tombstoned,
     },
     missing,
@@ -362,6 +367,14 @@ export function describeReconcile(s: ReconcileSummary): string {
     })`,
   );
   add(s.stagingRemoved, "staging leftovers removed");
-  add(s.unreadableLines, "torn manifest line(s) ignored");
+  add(s.unreadableLines - s.foreignCount, "torn manifest line(s) ignored");
+  add(
+    s.foreignCount,
+    `unreadable manifest line${s.foreignCount === 1 ? "" : "s"} ignored (line ${
+      s.foreignLines.join(", ")
+    }${
+      s.foreignCount > s.foreignLines.length ? ", ..." : ""
+    } of manifest.jsonl: not a record blockwise writes, so something else changed the file)`,
+  );
   return `Task "${s.task}": outputs reconciled: ${parts.join(", ")}`;
 }
