@@ -487,15 +487,40 @@ describe("validatePipeline() reports every problem at once", () => {
     assert.equal(e.problems.length, 2, e.message);
   });
 
-  it("checks upstream ids only when every task is valid on its own", () => {
+  it("reports the DAG's problems in the same round as the fields' problems", () => {
     const e = rejects(
       pipeline(task({ id: "a", maxRetries: -1 }), task({ id: "b", upstream: ["nope"] })),
-      ['field "maxRetries"'],
+      ['field "maxRetries"', 'upstream "nope" is not a task'],
     );
-    assert.ok(!e.message.includes("nope"), e.message);
+    assert.ok(e instanceof PipelineProblems && e.problems.length === 2, e.message);
     rejects(pipeline(task({ id: "a" }), task({ id: "b", upstream: ["nope"] })), [
       'upstream "nope" is not a task',
     ]);
+  });
+
+  it("reports a cycle and an unknown upstream together, and a duplicate id with a field error", () => {
+    const cycle = rejects(
+      pipeline(
+        task({ id: "a", upstream: ["b"] }),
+        task({ id: "b", upstream: ["a"] }),
+        task({ id: "c", upstream: ["ghost"] }),
+      ),
+      ['upstream "ghost" is not a task', 'Pipeline contains a cycle: "b" -> "a" -> "b"'],
+    );
+    assert.ok(cycle instanceof PipelineProblems && cycle.problems.length === 2, cycle.message);
+    const twice = rejects(
+      pipeline(task({ id: "a" }), task({ id: "a", maxWorkers: 0 })),
+      ['field "maxWorkers"', 'Duplicate task id "a"'],
+    );
+    assert.ok(twice instanceof PipelineProblems && twice.problems.length === 2, twice.message);
+  });
+
+  it("does not call a task with a field error an unknown upstream", () => {
+    const e = rejects(
+      pipeline(task({ id: "a", maxRetries: -1 }), task({ id: "b", upstream: ["a"] })),
+      ['field "maxRetries"'],
+    );
+    assert.ok(!e.message.includes("is not a task"), e.message);
   });
 
   it("keeps a single problem's message as it is", () => {

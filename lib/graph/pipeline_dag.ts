@@ -26,48 +26,58 @@ export class DagError extends Error {
 }
 
 export function buildDag(tasks: readonly DagInput[]): TaskDag {
+  const checked = checkDag(tasks);
+  if (checked.problems.length > 0) throw checked.problems[0]!;
+  return checked.dag;
+}
+
+/**
+ * Every problem of the DAG at once (duplicate ids, bad upstream links, a cycle among the links
+ * that are good), so that a pipeline is fixed in one round; the DAG is meaningful only without.
+ */
+export function dagProblems(tasks: readonly DagInput[]): DagError[] {
+  return checkDag(tasks).problems;
+}
+
+function checkDag(tasks: readonly DagInput[]): { dag: TaskDag; problems: DagError[] } {
+  const problems: DagError[] = [];
   const indexOf = new Map<string, number>();
   tasks.forEach((t, i) => {
     if (indexOf.has(t.id)) {
-      throw new DagError(
-        `Duplicate task id "${t.id}" (tasks ${
-          indexOf.get(t.id)
-        } and ${i}); give every task a unique id`,
-        t.id,
-        "id",
+      problems.push(
+        new DagError(
+          `Duplicate task id "${t.id}" (tasks ${
+            indexOf.get(t.id)
+          } and ${i}); give every task a unique id`,
+          t.id,
+          "id",
+        ),
       );
+    } else {
+      indexOf.set(t.id, i);
     }
-    indexOf.set(t.id, i);
   });
+  const known = () => [...indexOf.keys()].map((k) => `"${k}"`).join(", ");
   const upstream = tasks.map((t) => {
     const seen = new Set<number>();
-    return t.upstream.map((u) => {
+    const links: number[] = [];
+    for (const u of t.upstream) {
       const j = indexOf.get(u);
-      if (j === undefined) {
-        const known = [...indexOf.keys()].map((k) => `"${k}"`).join(", ");
-        throw new DagError(
-          `Task "${t.id}": upstream "${u}" is not a task of this pipeline (tasks: ${known}); fix the id or add the task`,
-          t.id,
-          "upstream",
-        );
+      const problem = j === undefined
+        ? `upstream "${u}" is not a task of this pipeline (tasks: ${known()}); fix the id or add the task`
+        : j === indexOf.get(t.id)
+        ? `lists itself in upstream; remove "${u}" from its upstream list`
+        : seen.has(j)
+        ? `upstream "${u}" is listed twice; list each upstream task once`
+        : null;
+      if (problem !== null) {
+        problems.push(new DagError(`Task "${t.id}": ${problem}`, t.id, "upstream"));
+      } else {
+        seen.add(j!);
+        links.push(j!);
       }
-      if (j === indexOf.get(t.id)) {
-        throw new DagError(
-          `Task "${t.id}": lists itself in upstream; remove "${u}" from its upstream list`,
-          t.id,
-          "upstream",
-        );
-      }
-      if (seen.has(j)) {
-        throw new DagError(
-          `Task "${t.id}": upstream "${u}" is listed twice; list each upstream task once`,
-          t.id,
-          "upstream",
-        );
-      }
-      seen.add(j);
-      return j;
-    });
+    }
+    return links;
   });
   const downstream: number[][] = tasks.map(() => []);
   upstream.forEach((ups, i) => ups.forEach((u) => downstream[u]!.push(i)));
@@ -76,13 +86,15 @@ export function buildDag(tasks: readonly DagInput[]): TaskDag {
   if (order.length < tasks.length) {
     const cycle = findCycle(upstream, new Set(order));
     const names = cycle.map((i) => `"${tasks[i]!.id}"`).join(" -> ");
-    throw new DagError(
-      `Pipeline contains a cycle: ${names}; remove one of these upstream links`,
-      tasks[cycle[0]!]?.id,
-      "upstream",
+    problems.push(
+      new DagError(
+        `Pipeline contains a cycle: ${names}; remove one of these upstream links`,
+        tasks[cycle[0]!]?.id,
+        "upstream",
+      ),
     );
   }
-  return { ids: tasks.map((t) => t.id), upstream, downstream, order };
+  return { dag: { ids: tasks.map((t) => t.id), upstream, downstream, order }, problems };
 }
 
 function displayOrder(

@@ -8,7 +8,9 @@
  * listing them all), so a user fixes a pipeline in one round instead of one error per run. A
  * check that depends on a field that already failed (e.g. "writeRoi inside readRoi" after a
  * broken readRoi) is skipped, so each listed problem is a real one. The DAG (duplicate ids,
- * unknown upstream ids, cycles) is checked once every task is well-formed on its own.
+ * unknown upstream ids, cycles) is checked in the same round, from every task's id and upstream
+ * list as written (lib/pipeline/dag_checks.ts), so a task with a field error still counts as a
+ * task for its readers.
  * The per-field readers are in task_fields.ts, the message helpers in describe_value.ts.
  */
 
@@ -17,7 +19,7 @@ import { closest, describeValue } from "./describe_value.ts";
 import { axes, idProblem, isObject, TaskFields } from "./task_fields.ts";
 import { type LayoutSpec, TaskLayout } from "../blocks/mod.ts";
 import { containsRoi, roiToString } from "../geometry/mod.ts";
-import { buildDag, DagError, type TaskDag } from "../graph/pipeline_dag.ts";
+import { dagOf, rawDagProblems } from "./dag_checks.ts";
 import { PipelineError } from "../errors.ts";
 import {
   readInputs,
@@ -165,6 +167,8 @@ export function validatePipeline(moduleValue: unknown, path: string): PipelineCo
     const config = validateTask(task, index, path, problems);
     if (config !== null) configs.push(config);
   });
+  // The DAG's problems too, all in the same round: from every task with an id, valid or not.
+  problems.push(...rawDagProblems(tasks));
   throwProblems(path, problems);
 
   const dag = dagOf(configs);
@@ -188,17 +192,6 @@ export function validatePipeline(moduleValue: unknown, path: string): PipelineCo
   });
   throwProblems(path, problems);
   return { path, tasks: configs };
-}
-
-function dagOf(configs: readonly TaskConfig[]): TaskDag {
-  try {
-    return buildDag(configs);
-  } catch (error) {
-    if (error instanceof DagError) {
-      throw new PipelineError(error.message, error.taskId ?? null, error.field);
-    }
-    throw error;
-  }
 }
 
 /** The validated task, or null when it has problems (each one added to `problems`). */
