@@ -21,6 +21,7 @@ import {
   describeWorkerEnvironment,
   THREAD_VARIABLES,
   usableCores,
+  withLaunch,
   workerEnvironment,
 } from "../lib/execute/worker_profile.ts";
 
@@ -69,6 +70,14 @@ describe("workerEnvironment", () => {
       `python: { module: "m.py" }, launch: { kind: "slurm", cpusPerWorker: 6 }`,
     );
     assert.equal(workerEnvironment(slurm, {}, 2).variables["MKL_NUM_THREADS"], "6");
+  });
+
+  it("follow the launch the run gives the task (--launcher), not the one it was written with", () => {
+    const t = task(`maxWorkers: 2, python: { module: "m.py" }`);
+    const slurm = task(`python: { module: "m.py" }, launch: "slurm"`).launch;
+    assert.equal(workerEnvironment(t, {}, 2).threads, 1);
+    assert.equal(workerEnvironment(withLaunch(t, slurm), {}, 2).threads, "affinity");
+    assert.equal(withLaunch(t, undefined), t);
   });
 
   it("leave a remote worker with no figure to size its pools from its CPU affinity", () => {

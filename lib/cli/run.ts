@@ -167,7 +167,8 @@ async function runStages(
     for (const w of emptyTasks(pipeline, graph.layouts, options.allowEmpty === true)) {
       observer.notice?.(`warning: ${w}`);
     }
-    for (const line of prepareWorkers(pipeline)) observer.notice?.(line);
+    const launches = effectiveLaunches(pipeline, options.launcher);
+    for (const line of prepareWorkers(pipeline, launches)) observer.notice?.(line);
     const trackingDir = options.trackingDir ?? null;
     const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
     if (huge) {

@@ -11,14 +11,16 @@
  *   cores. A remote worker with no figure to go by sizes them from its own CPU affinity (the
  *   cores its job was given), in the Python client.
  *
- * Remote JavaScript workers get the task's `env` only. What the user set wins: a variable in blockwise's environment is left as it is (as is every
- * allocator setting when `GLIBC_TUNABLES` names a `glibc.malloc` tunable), and the task's `env`
- * overrides both. `workerProfile: false` turns the profile off; `env` still applies.
+ * Remote JavaScript workers get the task's `env` only. What the user set wins: a variable in
+ * blockwise's environment is left as it is (as is every allocator setting when `GLIBC_TUNABLES`
+ * names a `glibc.malloc` tunable), and the task's `env` overrides both. `workerProfile: false`
+ * turns the profile off; `env` still applies. Callers pass each task with the launch it really
+ * has in this run (`--launcher` may override the pipeline's), see `withLaunch`.
  */
 
 import * as os from "node:os";
 import process from "node:process";
-import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
+import type { LaunchConfig, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { keepAllocatorWarm } from "../runtime/allocator.ts";
 
 /** The allocator part of the profile (glibc; other libcs ignore these variables). */
@@ -59,6 +61,11 @@ export interface WorkerEnvironment {
 export function usableCores(): number {
   const parallelism = (os as { availableParallelism?: () => number }).availableParallelism;
   return Math.max(1, typeof parallelism === "function" ? parallelism() : os.cpus().length);
+}
+
+/** `task` as it runs when its workers are launched by `launch` (after `--launcher`). */
+export function withLaunch(task: TaskConfig, launch: LaunchConfig | undefined): TaskConfig {
+  return launch === undefined || launch === task.launch ? task : { ...task, launch };
 }
 
 /** Whether the task's workers are processes blockwise starts (the profile's reach). */
@@ -156,11 +163,16 @@ export function describeWorkerEnvironment(
 
 /**
  * At a run's start: keep this process's allocator warm for its Web Workers (where the runtime
- * allows it) and say, one line each, what every task's worker processes get.
+ * allows it) and say, one line each, what every task's worker processes get (`launches`: each
+ * task's launch in this run, when `--launcher` overrides the pipeline's).
  */
-export function prepareWorkers(pipeline: PipelineConfig): string[] {
+export function prepareWorkers(
+  pipeline: PipelineConfig,
+  launches: readonly LaunchConfig[] = [],
+): string[] {
   const lines: string[] = [];
-  for (const task of pipeline.tasks) {
+  for (const [t, written] of pipeline.tasks.entries()) {
+    const task = withLaunch(written, launches[t]);
     const line = describeWorkerEnvironment(task, workerEnvironment(task, process.env));
     if (line !== null) lines.push(line);
   }

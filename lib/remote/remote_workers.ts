@@ -15,7 +15,11 @@ import * as os from "node:os";
 import process from "node:process";
 import type { ExecutorFactory, ExecutorSpec } from "../execute/executor.ts";
 import { StreamExecutor } from "../execute/stream_executor.ts";
-import { type WorkerEnvironment, workerEnvironment } from "../execute/worker_profile.ts";
+import {
+  withLaunch,
+  type WorkerEnvironment,
+  workerEnvironment,
+} from "../execute/worker_profile.ts";
 import type { PythonInit } from "../execute/protocol/messages.ts";
 import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
@@ -106,7 +110,9 @@ export class RemoteWorkers {
     this.#launchers = launchers;
     this.#pythonClient = pythonClient;
     this.#python = options.pipeline.tasks.map((t) => t.kind === "python" ? pythonInit(t) : null);
-    this.#environments = options.pipeline.tasks.map((t) => workerEnvironment(t, process.env));
+    this.#environments = options.pipeline.tasks.map((t, i) =>
+      workerEnvironment(withLaunch(t, launches[i]), process.env)
+    );
     this.#connect = connectAddress(server.address);
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
