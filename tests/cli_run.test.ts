@@ -20,12 +20,23 @@ const MAIN = path.join(REPO_ROOT, "main.ts");
 
 const newDir = scratchDirs("");
 
-/** What `bun main.ts --version` prints: the release, the Bun that runs it, and "source". */
+/**
+ * What `bun main.ts --version` prints: the release, the Bun that runs it, "source", and the
+ * modules a pipeline may import without installing them.
+ */
 const SOURCE_VERSION_LINE = `blockwise ${VERSION} (bun ${
   (JSON.parse(
     fs.readFileSync(path.join(REPO_ROOT, "node_modules", "bun", "package.json"), "utf8"),
   ) as { version: string }).version
-}, source on ${process.platform}-${process.arch})`;
+}, source on ${process.platform}-${process.arch})
+modules for pipelines: zarrita ${installed("zarrita")}, @zarrita/storage ${
+  installed("@zarrita/storage")
+}, blockwise ${VERSION}, numcodecs ${installed("numcodecs")} (a pipeline's own node_modules wins)`;
+
+function installed(name: string): string {
+  const file = path.join(REPO_ROOT, "node_modules", name, "package.json");
+  return (JSON.parse(fs.readFileSync(file, "utf8")) as { version: string }).version;
+}
 
 interface Exit {
   readonly code: number | null;

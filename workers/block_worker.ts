@@ -32,6 +32,7 @@ import { threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
 import { BlockMeter } from "../lib/execute/block_meter.ts";
 import { type BlockCommit, BlockOutputs } from "../lib/outputs/block_outputs.ts";
 import type { BlockContext } from "../lib/pipeline/spec.ts";
+import { provideModulesFor } from "../lib/pipeline/provided_modules.ts";
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<unknown>) => void) | null;
@@ -136,6 +137,7 @@ async function initialise(message: InitMessage): Promise<void> {
       meter = new BlockMeter(new ThreadMeter());
       stride = RECORD_STRIDE_MEASURED;
     }
+    provideModulesFor(message.pipeline);
     const url = new URL(`file://${message.pipeline}`).href;
     const module = await import(url) as { default?: { tasks?: unknown } };
     const tasks = module.default?.tasks;

@@ -14,6 +14,7 @@ import {
 } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
+import { describeModuleChoices, moduleChoices } from "../pipeline/provided_modules.ts";
 import { describeSelection, selectForCommand } from "../pipeline/task_selection.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { formatCount, formatShape, formatTable } from "../report/table.ts";
@@ -140,7 +141,10 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
       const e = explained?.[t] ?? null;
       return e === null ? plan : { ...plan, explain: explainJson(e) };
     });
-    await out.line(JSON.stringify({ pipeline: pipeline.path, ...leftOut, tasks }, null, 2));
+    const modules = moduleChoices(pipeline.path);
+    await out.line(
+      JSON.stringify({ pipeline: pipeline.path, ...leftOut, tasks, modules }, null, 2),
+    );
   } else {
     const selected = describeSelection(selection, "Planning");
     if (selected !== null) await out.line(selected);
@@ -209,6 +213,7 @@ export function planSummary(
     return line === null ? [] : [line];
   });
   if (environments.length > 0) lines.push("", ...environments);
+  lines.push("", `Modules: ${describeModuleChoices(moduleChoices(pipeline.path)).join(", ")}`);
   const warnings = plans.flatMap((p) => p.warnings);
   if (warnings.length > 0) lines.push("", ...warnings.map((w) => `warning: ${w}`));
   return lines;

@@ -3,6 +3,7 @@
 import process from "node:process";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { versionLine } from "../version.ts";
+import { carriedModulesLine } from "../pipeline/provided_modules.ts";
 import { EXIT_INTERNAL_ERROR, EXIT_INVALID_INPUT, exitCodeForError } from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
@@ -20,7 +21,7 @@ import { verifyCommand, type VerifyOptions } from "./verify.ts";
 import { workerCommand, type WorkerCommandOptions } from "./worker.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
-  const version = versionLine();
+  const version = `${versionLine()}\n${carriedModulesLine()}`;
   const program = new Command("blockwise")
     .description(
       "Resumable blockwise task scheduler for huge n-dimensional volumes.\n" +

@@ -9,6 +9,7 @@ import process from "node:process";
 import { pathToFileURL } from "node:url";
 import { PipelineError } from "../errors.ts";
 import type { PipelineConfig } from "./spec.ts";
+import { provideModulesFor } from "./provided_modules.ts";
 import { validatePipeline } from "./validate.ts";
 
 /** File extensions a pipeline module may have. */
@@ -59,6 +60,7 @@ export async function loadPipeline(
 
   let module: unknown;
   try {
+    provideModulesFor(path);
     module = await import(pathToFileURL(path).href);
   } catch (error) {
     const missing = missingPackage(error);
