@@ -7,6 +7,7 @@ import { basename, join } from "node:path";
 import process from "node:process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { PIPELINE_DECLARATIONS } from "../lib/pipeline/declarations.ts";
+import { typesText } from "../lib/cli/types.ts";
 import { loadPipeline } from "../lib/pipeline/load.ts";
 import { TASK_FIELDS } from "../lib/pipeline/validate.ts";
 
@@ -97,6 +98,57 @@ export function blockFromSpec(block: SpecBlock): Block {
 `;
 }
 
+/**
+ * Checks, in both directions where a user's values cross, that code typed with the declared
+ * helpers calls the real ones: what the real ones return fits the declared types, and what the
+ * declared parameters accept fits the real parameters.
+ */
+function helperCompatSource(helpersUrl: string): string {
+  return `import type * as declared from "../blockwise.d.ts";
+import * as real from "${helpersUrl}";
+
+export async function returns(path: string, block: declared.Block): Promise<void> {
+  const array: declared.ZarrArray = await real.openArray(path);
+  const chunk: declared.NumericChunk = await real.readBlock(
+    array as real.ZarrArray,
+    block,
+    {} as declared.ReadOptions,
+  );
+  const padded: declared.NumericChunk = await real.readRoi(array as real.ZarrArray, block.readRoi);
+  const slices: declared.Slice[] = real.roiSelection(block.readRoi, {} as declared.Placement);
+  const written: Promise<void> = real.writeBlock(
+    array as real.ZarrArray,
+    block,
+    chunk as declared.NumericChunk,
+    {} as declared.Placement,
+  );
+  void padded;
+  void slices;
+  await written;
+}
+
+export function parameters(
+  options: declared.ReadOptions,
+  chunk: declared.NumericChunk,
+  data: declared.NumericArray,
+  block: Pick<declared.Block, "readRoi" | "writeRoi">,
+): void {
+  const o: real.ReadOptions = options;
+  const c: real.NumericChunk = chunk;
+  const d: real.NumericArray = data;
+  const b: real.BlockRois = block;
+  const back: declared.NumericChunk = c;
+  void [o, d, b, back];
+}
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+export const sameNames: Same<
+  keyof typeof real,
+  "openArray" | "readBlock" | "readRoi" | "roiSelection" | "writeBlock"
+> = true;
+`;
+}
+
 interface CheckResult {
   status: number | null;
   output: string;
@@ -116,7 +168,7 @@ describe("PIPELINE_DECLARATIONS", () => {
   const dir = mkdtempSync(join(tmpdir(), "blockwise-types-"));
   after(() => rmSync(dir, { recursive: true, force: true }));
   writeFileSync(join(dir, "deno.json"), "{}\n");
-  writeFileSync(join(dir, "blockwise.d.ts"), PIPELINE_DECLARATIONS);
+  writeFileSync(join(dir, "blockwise.d.ts"), typesText());
   writeFileSync(join(dir, "pipeline.ts"), pipelineSource(`fit: "shrink",`));
   writeFileSync(join(dir, "bad_fit.ts"), pipelineSource(`fit: "bogus",`));
   writeFileSync(join(dir, "bad_field.ts"), pipelineSource(`maxWorker: 2,`));
@@ -184,6 +236,22 @@ describe("PIPELINE_DECLARATIONS", () => {
     },
   );
 
+  it("declares the blockwise helper module as lib/helpers implements it", SLOW, () => {
+    const compat = join(dir, "helpers_compat");
+    mkdirSync(compat);
+    const config = JSON.parse(readFileSync(join(REPO, "deno.json"), "utf8")) as {
+      compilerOptions: unknown;
+    };
+    writeFileSync(
+      join(compat, "deno.json"),
+      JSON.stringify({ compilerOptions: config.compilerOptions, nodeModulesDir: "manual" }),
+    );
+    const helpersUrl = pathToFileURL(join(REPO, "lib", "helpers", "mod.ts")).href;
+    writeFileSync(join(compat, "compat.ts"), helperCompatSource(helpersUrl));
+    const result = denoCheck(compat, "compat.ts");
+    assert.equal(result.status, 0, result.output);
+  });
+
   it("describes a pipeline that loadPipeline accepts", async () => {
     const config = await loadPipeline(join(dir, "pipeline.ts"));
     assert.deepEqual(config.tasks.map((t) => t.id), ["extract", "relabel", "export"]);
@@ -202,8 +270,7 @@ describe("PIPELINE_DECLARATIONS", () => {
 
 describe("examples/blockwise.d.ts", () => {
   it("is exactly what `blockwise types` prints (regenerate it with ./blockwise types)", () => {
-    const text = PIPELINE_DECLARATIONS;
     const example = readFileSync(new URL("../examples/blockwise.d.ts", import.meta.url), "utf8");
-    assert.equal(example, text.endsWith("\n") ? text : text + "\n");
+    assert.equal(example, typesText());
   });
 });
