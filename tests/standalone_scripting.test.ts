@@ -165,6 +165,34 @@ describe("a pipeline next to nothing but the compiled binary", () => {
   );
 });
 
+describe("remote workers of the bare binary", () => {
+  it("load zarrita and blockwise the same way (launch: a command)", SLOW, async () => {
+    const dir = exampleCopy("remote");
+    fs.copyFileSync(compiledBinary(), path.join(dir, "blockwise"));
+    fs.chmodSync(path.join(dir, "blockwise"), 0o755);
+    fs.writeFileSync(
+      path.join(dir, "remote.mjs"),
+      `import local from "./pipeline.mjs";
+export default {
+  tasks: local.tasks.map((task) => ({ ...task, launch: { kind: "command", argv: ["{worker}"] } })),
+};
+`,
+    );
+    const env = { PATH: newDir("remote-path"), HOME: dir };
+    const r = runIn(dir, [
+      "./blockwise",
+      "run",
+      "remote.mjs",
+      "--tracking-dir",
+      "t",
+      "--no-progress",
+    ], env);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout + r.stderr, /remote worker logs/);
+    assert.deepEqual(await outputValues(dir), reference());
+  });
+});
+
 describe("the same pipeline from the sources", () => {
   for (
     const [runtime, argv] of [
