@@ -137,7 +137,7 @@ async function initialise(message: InitMessage): Promise<void> {
       meter = new BlockMeter(new ThreadMeter());
       stride = RECORD_STRIDE_MEASURED;
     }
-    provideModulesFor(message.pipeline);
+    await provideModulesFor(message.pipeline);
     const url = new URL(`file://${message.pipeline}`).href;
     const module = await import(url) as { default?: { tasks?: unknown } };
     const tasks = module.default?.tasks;

@@ -60,7 +60,7 @@ export async function loadPipeline(
 
   let module: unknown;
   try {
-    provideModulesFor(path);
+    await provideModulesFor(path);
     module = await import(pathToFileURL(path).href);
   } catch (error) {
     const missing = missingPackage(error);

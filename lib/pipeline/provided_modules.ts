@@ -11,17 +11,9 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import * as zarrita from "zarrita";
-import * as storage from "@zarrita/storage";
-import * as storageFetch from "@zarrita/storage/fetch";
-import * as storageFs from "@zarrita/storage/fs";
-import * as storageRef from "@zarrita/storage/ref";
-import * as storageZip from "@zarrita/storage/zip";
-import * as helpers from "../helpers/mod.ts";
 import { isRecord } from "../errors.ts";
 import { provideVirtualModules, type VirtualModule } from "../runtime/virtual_modules.ts";
 import { VERSION } from "../version.ts";
-import { registerZarrCodecs } from "../zarr/codecs.ts";
 import zarritaPackage from "../../node_modules/zarrita/package.json" with { type: "json" };
 import storagePackage from "../../node_modules/@zarrita/storage/package.json" with {
   type: "json",
@@ -33,24 +25,27 @@ type Namespace = Readonly<Record<string, unknown>>;
 interface CarriedPackage {
   readonly name: string;
   readonly version: string;
-  /** Subpath ("." or "./fs") to blockwise's copy of that entry. */
-  readonly entries: Readonly<Record<string, Namespace>>;
+  /**
+   * Subpath ("." or "./fs") to blockwise's copy of that entry, imported only when a pipeline is
+   * about to be (so that commands which load none, and `--version`, do not pay for it).
+   */
+  readonly entries: Readonly<Record<string, () => Promise<Namespace>>>;
 }
 
 const CARRIED: readonly CarriedPackage[] = [
-  { name: "zarrita", version: zarritaPackage.version, entries: { ".": zarrita } },
+  { name: "zarrita", version: zarritaPackage.version, entries: { ".": () => import("zarrita") } },
   {
     name: "@zarrita/storage",
     version: storagePackage.version,
     entries: {
-      ".": storage,
-      "./fetch": storageFetch,
-      "./fs": storageFs,
-      "./ref": storageRef,
-      "./zip": storageZip,
+      ".": () => import("@zarrita/storage"),
+      "./fetch": () => import("@zarrita/storage/fetch"),
+      "./fs": () => import("@zarrita/storage/fs"),
+      "./ref": () => import("@zarrita/storage/ref"),
+      "./zip": () => import("@zarrita/storage/zip"),
     },
   },
-  { name: "blockwise", version: VERSION, entries: { ".": helpers } },
+  { name: "blockwise", version: VERSION, entries: { ".": () => import("../helpers/mod.ts") } },
 ];
 
 /** The packages and versions blockwise carries, for `--version`. */
@@ -98,20 +93,21 @@ export function describeModuleChoices(choices: readonly ModuleChoice[]): string[
  * Makes the carried packages importable by the pipeline at `pipelinePath`: a local install
  * where there is one, blockwise's copy (with every Zarr codec writable) everywhere else.
  */
-export function provideModulesFor(pipelinePath: string): ModuleChoice[] {
+export async function provideModulesFor(pipelinePath: string): Promise<ModuleChoice[]> {
+  const { registerZarrCodecs } = await import("../zarr/codecs.ts");
   registerZarrCodecs();
   const choices = moduleChoices(pipelinePath);
   const modules: VirtualModule[] = [];
-  CARRIED.forEach((carried, i) => {
+  for (const [i, carried] of CARRIED.entries()) {
     const choice = choices[i]!;
-    for (const [subpath, bundled] of Object.entries(carried.entries)) {
+    for (const [subpath, load] of Object.entries(carried.entries)) {
       modules.push({
         specifier: subpath === "." ? carried.name : `${carried.name}/${subpath.slice(2)}`,
-        bundled,
+        bundled: await load(),
         localEntry: choice.folder === null ? null : packageEntry(choice.folder, subpath),
       });
     }
-  });
+  }
   provideVirtualModules(modules);
   return choices;
 }
