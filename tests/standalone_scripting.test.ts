@@ -136,6 +136,9 @@ describe("a pipeline next to nothing but the compiled binary", () => {
         "the first committed chunk of out.zarr",
         60_000,
       ).catch((error) => assert.fail(`${error}; the run printed: ${firstErr}`));
+      // The ledger marks a block done just after its commit; blocks take 700 ms, so 300 ms
+      // later the first blocks are marked and the next ones still run.
+      await new Promise((resolve) => setTimeout(resolve, 300));
       first.kill("SIGKILL");
       await exited;
       const committed = zstdChunks(dir);
@@ -257,6 +260,63 @@ export default { tasks: [{ id: "t", totalRoi: { offset: [0], shape: [4] }, readR
           `Modules: zarrita 0\\.7\\.5-local \\(local: ${modules}/zarrita\\), @zarrita/storage \\S+ \\(local: ${modules}/@zarrita/storage\\), blockwise \\S+ \\(bundled\\)`,
         ),
       );
+    });
+  }
+});
+
+describe("README: Scripting without npm", () => {
+  const readme = fs.readFileSync(path.join(REPO_ROOT, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("### Scripting without npm"));
+  const blocks = [...section.matchAll(/```(\w*)\n([\s\S]*?)```/g)].slice(0, 3);
+
+  it("shows examples/compressed_zarr/pipeline.mjs exactly", () => {
+    const example = fs.readFileSync(path.join(EXAMPLE, "pipeline.mjs"), "utf8");
+    assert.equal(blocks[0]?.[1], "js");
+    assert.equal(blocks[0]?.[2], example);
+  });
+
+  it("shows the Modules line plan prints for it", () => {
+    const dir = exampleCopy("readme");
+    const r = runIn(dir, [
+      path.join(BIN, "bun"),
+      path.join(REPO_ROOT, "main.ts"),
+      "plan",
+      "pipeline.mjs",
+    ], {
+      PATH: process.env["PATH"] ?? "",
+      HOME: dir,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    const shown = blocks[2]?.[2]?.trim();
+    assert.equal(shown, r.stdout.trim().split("\n").at(-1));
+  });
+});
+
+describe("Deno's import-map shims (lib/import_map/)", () => {
+  const shims: Record<string, [string, () => Promise<object>]> = {
+    "zarrita": ["zarrita.ts", () => import("zarrita")],
+    "@zarrita/storage": ["zarrita_storage.ts", () => import("@zarrita/storage")],
+    "@zarrita/storage/fetch": ["zarrita_storage_fetch.ts", () => import("@zarrita/storage/fetch")],
+    "@zarrita/storage/fs": ["zarrita_storage_fs.ts", () => import("@zarrita/storage/fs")],
+    "@zarrita/storage/ref": ["zarrita_storage_ref.ts", () => import("@zarrita/storage/ref")],
+    "@zarrita/storage/zip": ["zarrita_storage_zip.ts", () => import("@zarrita/storage/zip")],
+    "blockwise": ["blockwise.ts", () => import("../lib/helpers/mod.ts")],
+  };
+
+  it("cover every specifier deno.json maps", () => {
+    const config = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, "deno.json"), "utf8")) as {
+      imports: Record<string, string>;
+    };
+    assert.deepEqual(Object.keys(config.imports).sort(), Object.keys(shims).sort());
+    for (const [specifier, [file]] of Object.entries(shims)) {
+      assert.equal(config.imports[specifier], `./lib/import_map/${file}`);
+    }
+  });
+
+  for (const [specifier, [file, real]] of Object.entries(shims)) {
+    it(`export exactly the names of ${specifier}`, async () => {
+      const shim = await import(`../lib/import_map/${file}`) as object;
+      assert.deepEqual(Object.keys(shim).sort(), Object.keys(await real()).sort());
     });
   }
 });
