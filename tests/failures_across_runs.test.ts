@@ -80,6 +80,46 @@ describe("errors.jsonl and status --failed", () => {
   });
 });
 
+describe("a failure's cause chain", () => {
+  for (const mode of ["workers", "serial"]) {
+    it(`is shown on the terminal, in errors.jsonl and by status --failed (${mode})`, async () => {
+      const dir = newDir(`cause-${mode}`);
+      const file = path.join(dir, "cause.mjs");
+      fs.writeFileSync(
+        file,
+        `const roi = (shape) => ({ offset: [0], shape: [shape] });
+export default { tasks: [{ id: "c", totalRoi: roi(2), readRoi: roi(2), writeRoi: roi(2), maxRetries: 0,
+  process() {
+    const root = new RangeError("chunk 3 is truncated");
+    throw new Error("cannot read the block", { cause: new Error("zarr read failed", { cause: root }) });
+  } }] };
+`,
+      );
+      const tracking = trackingOf(dir);
+      const extra = mode === "serial" ? ["--serial"] : [];
+      const run = await runCli([
+        "run",
+        file,
+        "--tracking-dir",
+        tracking,
+        "--no-progress",
+        ...extra,
+      ]);
+      assert.equal(run.code, 1, describeRun(run));
+      const chain =
+        "cannot read the block; caused by Error: zarr read failed; caused by RangeError: chunk 3 is truncated";
+      assert.ok(run.stdout.includes(chain) || run.stderr.includes(chain), describeRun(run));
+      const [line] = errorLines(dir, "c");
+      assert.equal(line?.message, chain);
+      assert.ok(
+        line!.stack.some((s) => s.startsWith("Caused by: Error: zarr read failed")),
+      );
+      const status = await runCli(["status", tracking, "--failed"]);
+      assert.ok(status.stdout.includes(chain), status.stdout);
+    });
+  }
+});
+
 describe("quarantineAfter", () => {
   it("leaves a block with N failed attempts across runs alone until reset --failed or --force", async () => {
     const dir = newDir("quarantine");

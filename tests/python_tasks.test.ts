@@ -416,6 +416,34 @@ describe("Python tasks through the CLI", () => {
     assert.match(r.stderr, /t\/2 index \(2\) after 1 attempt: ValueError: bad block 2/);
   });
 
+  it("name the exception's cause chain (raise ... from, and during handling)", SLOW, async () => {
+    const dir = newDir("cli-cause");
+    const file = write(
+      dir,
+      line("t", 1, `maxRetries: 0, python: { module: "task.py" }`),
+      `def read():
+    try:
+        {}["chunk"]
+    except KeyError:
+        raise OSError("chunk 3 is truncated")
+
+def process(block):
+    try:
+        read()
+    except OSError as error:
+        raise ValueError("cannot read the block") from error
+`,
+    );
+    const r = await runCli(["run", file, "--tracking-dir", path.join(dir, "tracking")], {
+      cwd: dir,
+    });
+    assert.equal(r.code, 1, describeRun(r));
+    assert.match(
+      r.stderr,
+      /failed after 1 attempt: ValueError: cannot read the block; caused by OSError: chunk 3 is truncated; caused by KeyError: 'chunk'/,
+    );
+  });
+
   it(
     "resume after the scheduler is SIGKILLed: no orphaned worker, every block done once",
     SLOW,

@@ -33,6 +33,7 @@ import { BlockMeter } from "../lib/execute/block_meter.ts";
 import { type BlockCommit, BlockOutputs } from "../lib/outputs/block_outputs.ts";
 import type { BlockContext } from "../lib/pipeline/spec.ts";
 import { provideModulesFor } from "../lib/pipeline/provided_modules.ts";
+import { errorParts } from "../lib/execute/run_types.ts";
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<unknown>) => void) | null;
@@ -83,16 +84,6 @@ let usedBlockBuffers: ArrayBuffer[] = [];
 let firstUnflushedAt = 0;
 let lastFlushAt = 0;
 let cpuAtLastFlush = threadCpuSeconds();
-
-function errorFields(error: unknown): { message: string; stack?: string } {
-  if (error instanceof Error) {
-    return error.stack === undefined ? { message: error.message } : {
-      message: error.message,
-      stack: error.stack,
-    };
-  }
-  return { message: `non-Error value thrown: ${String(error)}` };
-}
 
 // Bun's workers have no `self.close`; give user code the same one in both runtimes.
 const closeWorker: () => void = typeof scope.close === "function"
@@ -155,7 +146,7 @@ async function initialise(message: InitMessage): Promise<void> {
     state = typeof task.setup === "function" ? await task.setup() : undefined;
     post({ kind: "ready" });
   } catch (error) {
-    post({ kind: "setup-failed", ...errorFields(error) });
+    post({ kind: "setup-failed", ...errorParts(error) });
   }
 }
 
@@ -257,7 +248,7 @@ async function drain(): Promise<void> {
     records[at + 1] = error === null ? STATUS_DONE : STATUS_FAILED;
     records[at + 2] = seconds;
     meter?.ended(records, at);
-    if (error !== null) errors.push({ position, ...errorFields(error) });
+    if (error !== null) errors.push({ position, ...errorParts(error) });
     recordCount++;
     const now = performance.now();
     if (recordCount === 1) firstUnflushedAt = now;
@@ -298,7 +289,7 @@ scope.onmessage = (event: MessageEvent<unknown>) => {
   } catch (error) {
     post({
       kind: "closing",
-      reason: `the worker received a bad message: ${errorFields(error).message}`,
+      reason: `the worker received a bad message: ${errorParts(error).message}`,
     });
     closeWorker();
     return;

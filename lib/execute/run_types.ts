@@ -72,11 +72,28 @@ export interface RunObserver {
   runFinished?(result: RunResult): void;
 }
 
+/**
+ * What a failure records of a thrown value: its message and stack, each followed by its
+ * `cause` chain (`outer; caused by TypeError: inner`), which a wrapped error would otherwise
+ * hide. Followed 8 deep at most, and never round a cycle.
+ */
 export function errorParts(error: unknown): { message: string; stack?: string } {
-  if (error instanceof Error) {
-    return error.stack === undefined
-      ? { message: error.message }
-      : { message: error.message, stack: error.stack };
+  if (!(error instanceof Error)) return { message: `non-Error value thrown: ${String(error)}` };
+  let message = error.message;
+  let stack = error.stack;
+  const seen = new Set<unknown>([error]);
+  for (let cause = error.cause, depth = 0; cause !== undefined && depth < 8; depth++) {
+    if (seen.has(cause)) break;
+    seen.add(cause);
+    const text = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    message += `; caused by ${text}`;
+    if (stack !== undefined) {
+      const causeStack = cause instanceof Error ? cause.stack ?? text : text;
+      stack += `\nCaused by: ${
+        causeStack.startsWith(text) ? causeStack : `${text}\n${causeStack}`
+      }`;
+    }
+    cause = cause instanceof Error ? cause.cause : undefined;
   }
-  return { message: `non-Error value thrown: ${String(error)}` };
+  return stack === undefined ? { message } : { message, stack };
 }

@@ -103,9 +103,16 @@ function endsLine(file: string): boolean {
   }
 }
 
+/** The first STACK_LINES lines of the error's stack and of each of its causes' stacks. */
 function stackLines(stack: string | undefined): string[] {
   if (stack === undefined) return [];
-  return stack.split("\n").filter((l) => l.trim() !== "").slice(0, STACK_LINES);
+  const segments: string[][] = [];
+  for (const line of stack.split("\n")) {
+    if (line.trim() === "") continue;
+    if (segments.length === 0 || line.startsWith("Caused by: ")) segments.push([]);
+    segments.at(-1)!.push(line);
+  }
+  return segments.flatMap((segment) => segment.slice(0, STACK_LINES));
 }
 
 /** The last error record of each block (by grid index key), and the lines skipped. */

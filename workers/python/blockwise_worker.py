@@ -524,12 +524,26 @@ def mac(secret, parts):
     return h.hexdigest()
 
 
-def error_fields(error):
+def error_text(error):
     name = type(error).__name__
     text = str(error)
-    message = "%s: %s" % (name, text) if text != "" else name
+    return "%s: %s" % (name, text) if text != "" else name
+
+
+def error_fields(error):
     if isinstance(error, OutputProblem):
-        return {"message": text}
+        return {"message": str(error)}
+    message = error_text(error)
+    # The chain `raise ... from cause` (or an error raised while handling another) names.
+    seen = {id(error)}
+    cause = error
+    for _ in range(8):
+        cause = cause.__cause__ if cause.__cause__ is not None else (
+            None if cause.__suppress_context__ else cause.__context__)
+        if cause is None or id(cause) in seen:
+            break
+        seen.add(id(cause))
+        message += "; caused by " + error_text(cause)
     tb = error.__traceback__
     # This client's own frames (the calls into user code) are not the user's business.
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
