@@ -766,6 +766,41 @@ describe("loadPipeline()", () => {
     });
   });
 
+  for (const extension of [".ts", ".mts", ".js", ".mjs"]) {
+    it(`gives a syntax error's file, line, column and line (${extension})`, async () => {
+      const file = write(
+        `syntax_${extension.slice(1)}${extension}`,
+        `export default {\n  tasks: [{ id: "a",\n    readRoi: { offset: [0,0] shape: [5,5] },\n  }],\n};\n`,
+      );
+      await assert.rejects(loadPipeline(file), (e: unknown) => {
+        assert.ok(e instanceof PipelineError);
+        const expected = new RegExp(
+          `^Cannot load pipeline "${file}": syntax error at ${file}:3:30: .*shape.*\n` +
+            ` {8}readRoi: \\{ offset: \\[0,0\\] shape: \\[5,5\\] \\},\n` +
+            ` {33}\\^\nFix the code at that position, then run again\\.$`,
+        );
+        assert.match(e.message, expected);
+        return true;
+      });
+    });
+  }
+
+  it("names the imported module that has the syntax error", async () => {
+    const broken = write("broken_helper.ts", `const x: number = ;\nexport default x;\n`);
+    const file = write(
+      "imports_broken.mjs",
+      `import x from "./broken_helper.ts";\nexport default x;\n`,
+    );
+    await assert.rejects(loadPipeline(file), (e: unknown) => {
+      assert.ok(e instanceof PipelineError);
+      assert.match(
+        e.message,
+        new RegExp(`syntax error in a module it imports at ${broken}:1:19: `),
+      );
+      return true;
+    });
+  });
+
   it("reports a module without a default export, showing the expected shape", async () => {
     const file = write("named.ts", `export const tasks = [];\n`);
     await assert.rejects(loadPipeline(file), (e: unknown) => {

@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import { PipelineError } from "../errors.ts";
 import type { PipelineConfig } from "./spec.ts";
 import { provideModulesFor } from "./provided_modules.ts";
+import { type SyntaxErrorPosition, syntaxErrorPosition } from "../runtime/syntax_error.ts";
 import { validatePipeline } from "./validate.ts";
 
 /** File extensions a pipeline module may have. */
@@ -64,8 +65,11 @@ export async function loadPipeline(
     module = await import(pathToFileURL(path).href);
   } catch (error) {
     const missing = missingPackage(error);
+    const syntax = syntaxErrorPosition(error);
     const failure = new PipelineError(
-      missing === null
+      syntax !== null
+        ? `${where}: ${describeSyntaxError(syntax, path)}`
+        : missing === null
         ? `${where}: importing it threw ${
           errorText(error)
         }. Fix the module so that it imports cleanly.`
@@ -88,6 +92,18 @@ export async function loadPipeline(
     );
   }
   return validatePipeline(value, path);
+}
+
+/**
+ * `syntax error at FILE:LINE:COLUMN: what the parser said`, the line, a caret under the column
+ * (tabs kept so it lines up), and what to do.
+ */
+function describeSyntaxError(syntax: SyntaxErrorPosition, pipelinePath: string): string {
+  const where = `${syntax.file}:${syntax.line}:${syntax.column}`;
+  const lead = syntax.lineText.slice(0, Math.max(0, syntax.column - 1)).replace(/[^\t]/g, " ");
+  const frame = syntax.lineText === "" ? "" : `\n    ${syntax.lineText}\n    ${lead}^`;
+  const whose = syntax.file === pipelinePath ? "" : " in a module it imports";
+  return `syntax error${whose} at ${where}: ${syntax.message}${frame}\nFix the code at that position, then run again.`;
 }
 
 /**
