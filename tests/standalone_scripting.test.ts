@@ -136,6 +136,15 @@ describe("a pipeline next to nothing but the compiled binary", () => {
         "the first committed chunk of out.zarr",
         60_000,
       ).catch((error) => assert.fail(`${error}; the run printed: ${firstErr}`));
+      // The lock names the holder's command as it can be retyped, not Bun's /$bunfs/ path.
+      const status = runIn(dir, ["./blockwise", "status", "tracking/smooth"], env);
+      assert.match(
+        status.stdout,
+        new RegExp(
+          `held by pid ${first.pid} .*: ${dir}/blockwise run pipeline\\.mjs --tracking-dir tracking`,
+        ),
+      );
+      assert.doesNotMatch(status.stdout, /\$bunfs/);
       // The ledger marks a block done just after its commit; blocks take 700 ms, so 300 ms
       // later the first blocks are marked and the next ones still run.
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -17,3 +17,11 @@ export function selfCommand(): string[] {
   if (runtimeName() === "deno") return [process.execPath, "run", "-A", "--no-check", main];
   return [process.execPath, main];
 }
+
+/**
+ * This process's command line as a person would retype it (for lock records): the binary's own
+ * path, not the `/$bunfs/root/blockwise` a compiled binary sees in argv[1].
+ */
+export function invocation(): string {
+  return [...selfCommand(), ...process.argv.slice(2)].join(" ");
+}

@@ -46,6 +46,7 @@ import {
   removeLeftovers,
 } from "./lock_files.ts";
 import { ensureFolder } from "./tracking_paths.ts";
+import { invocation } from "../runtime/self_command.ts";
 
 export { isHolderAlive, LOCK_FILE, type LockHolder, type LockStep } from "./lock_files.ts";
 
@@ -274,7 +275,7 @@ export function acquireStoreLock(
     pid: process.pid,
     host: os.hostname(),
     started_at: new Date().toISOString(),
-    command: options.command ?? process.argv.join(" "),
+    command: options.command ?? invocation(),
   };
   const text = `${JSON.stringify(holder)}\n`;
   const settleBy = clock.now() + SETTLE_MS;

@@ -22,6 +22,7 @@ import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
 import { doneBytesOf, type DoneScan, scanDoneMarkers } from "./done_scan.ts";
+import { invocation } from "../runtime/self_command.ts";
 
 export interface TrackingOptions {
   /** `--tracking-dir`: stores at `<dir>/<task id>` for tasks without their own setting. */
@@ -130,7 +131,7 @@ export class TrackingSession implements CompletionSink {
           });
         const lockStore = () =>
           acquireStoreLock(dir, {
-            command: options.command ?? process.argv.slice(1).join(" "),
+            command: options.command ?? invocation(),
             ...(options.onNotice === undefined ? {} : { onNotice: options.onNotice }),
           });
         const recovered = refusingSystemErrors(
