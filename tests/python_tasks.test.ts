@@ -416,6 +416,33 @@ describe("Python tasks through the CLI", () => {
     assert.match(r.stderr, /t\/2 index \(2\) after 1 attempt: ValueError: bad block 2/);
   });
 
+  it(
+    "number workers run-wide: one number in the output prefix and the log file name",
+    SLOW,
+    async () => {
+      const dir = newDir("cli-numbers");
+      const file = write(
+        dir,
+        [
+          line("a", 2, `maxWorkers: 2, python: { module: "task.py" }`),
+          line("b", 1, `upstream: ["a"], python: { module: "task.py" }`),
+        ].join(","),
+        `import sys\ndef process(block):\n    print("hello from", block.task_id, flush=True)\n`,
+      );
+      const tracking = path.join(dir, "tracking");
+      const r = await runCli(["run", file, "--tracking-dir", tracking, "--no-progress"], {
+        cwd: dir,
+      });
+      assert.equal(r.code, 0, describeRun(r));
+      const prefix = /\[b:w(\d+)\] hello from b/.exec(r.stdout + r.stderr);
+      assert.ok(prefix !== null, describeRun(r));
+      assert.equal(prefix[1], "2", "a's two workers are w0 and w1");
+      const runs = fs.readdirSync(path.join(tracking, ".workers"));
+      const logs = fs.readdirSync(path.join(tracking, ".workers", runs[0]!)).sort();
+      assert.deepEqual(logs, ["a-worker-0.log", "a-worker-1.log", "b-worker-2.log"]);
+    },
+  );
+
   it("name the exception's cause chain (raise ... from, and during handling)", SLOW, async () => {
     const dir = newDir("cli-cause");
     const file = write(
