@@ -5,6 +5,7 @@ import { resolve } from "node:path";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
 import { defaultWorkerLogDir, effectiveLaunches, RemoteWorkers } from "../remote/remote_workers.ts";
 import { defaultPythonClientDir } from "../remote/python_client.ts";
+import { pruneWorkerLogFolders } from "../remote/worker_log_folders.ts";
 
 /** The run options remote workers depend on. */
 export interface RemoteRunOptions {
@@ -30,15 +31,17 @@ export async function openRemoteWorkers(
     return null;
   }
   const trackingDir = options.trackingDir === undefined ? null : resolve(options.trackingDir);
+  const logDir = options.logDir === undefined
+    ? defaultWorkerLogDir(trackingDir, runId)
+    : resolve(options.logDir, "workers");
+  if (options.logDir === undefined) pruneWorkerLogFolders(logDir);
   return await RemoteWorkers.open({
     pipeline,
     pythonClientDir: defaultPythonClientDir(trackingDir),
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
     ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
-    logDir: options.logDir === undefined
-      ? defaultWorkerLogDir(trackingDir, runId)
-      : resolve(options.logDir, "workers"),
+    logDir,
     runId,
     log,
   });
