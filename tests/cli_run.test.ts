@@ -206,6 +206,55 @@ describe("blockwise run", () => {
     }
   });
 
+  it("--events-blocks adds a block_done line per completed block, and needs --events", async () => {
+    const dir = newDir("cli-events-blocks");
+    const file = pipelineFile(dir, [
+      task(
+        "a",
+        4,
+        "maxWorkers: 2, maxRetries: 1,",
+        `if (block.index[0] === 1 && block.attempt === 1) throw new Error("once");`,
+      ),
+      task("b", 4, `upstream: ["a"],`, ""),
+    ]);
+    for (const serial of [false, true]) {
+      const events = path.join(dir, `events-${serial}.jsonl`);
+      const extra = serial ? ["--serial"] : [];
+      const r = await cli([
+        "run",
+        file,
+        "--no-progress",
+        "--events",
+        events,
+        "--events-blocks",
+        ...extra,
+      ], dir);
+      assert.equal(r.code, 0, r.stderr);
+      const done = readLines<EventLine>(dir, path.basename(events)).filter((l) =>
+        l.event === "block_done"
+      );
+      assert.deepEqual(
+        done.map((l) => `${l["task"]}/${l["block_id"]}`).sort(),
+        ["a/0", "a/1", "a/2", "a/3", "b/0", "b/1", "b/2", "b/3"],
+      );
+      const retried = done.find((l) => l["task"] === "a" && l["block_id"] === 1)!;
+      assert.deepEqual(retried["index"], [1]);
+      assert.equal(retried["attempt"], 2);
+      assert.ok(typeof retried["wall_seconds"] === "number" && retried["wall_seconds"] >= 0);
+      if (serial) assert.ok(done.every((l) => l["worker"] === null));
+      else assert.ok(done.every((l) => Number.isInteger(l["worker"])));
+    }
+    const plain = path.join(dir, "plain.jsonl");
+    assert.equal((await cli(["run", file, "--no-progress", "--events", plain], dir)).code, 0);
+    assert.ok(readLines<EventLine>(dir, "plain.jsonl").every((l) => l.event !== "block_done"));
+    const alone = await cli(["run", file, "--no-progress", "--events-blocks"], dir);
+    assert.equal(alone.code, 2, alone.stderr);
+    assert.match(
+      alone.stderr,
+      /--events-blocks adds lines to the events file: give it with --events FILE/,
+    );
+  });
+
   it("exits 2 with a message naming the task and field for an invalid pipeline", async () => {
     const dir = newDir("cli-invalid");
     const file = pipelineFile(dir, [task("extract", 2, `maxWorkers: "two",`, "")]);

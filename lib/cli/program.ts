@@ -75,7 +75,14 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires); a resource it does not name is not limited",
       parseResourcesOption,
     )
-    .option("--events <file>", "append one JSON object per line for every state change")
+    .option(
+      "--events <file>",
+      "write one JSON object per line for the run's start, task progress, failed attempts, notices and end",
+    )
+    .option(
+      "--events-blocks",
+      "with --events: also a block_done line per completed block (task, block, index, attempt, worker, wall time)",
+    )
     .option("--no-progress", "no progress bars or periodic progress lines")
     .option(
       "--progress-interval <seconds>",

@@ -1,6 +1,7 @@
 /** `blockwise run PIPELINE`: run every block, then print the execution summary. */
 
 import process from "node:process";
+import { InputError } from "../errors.ts";
 import {
   buildPipelineGraph,
   checkSerialRunnable,
@@ -25,6 +26,7 @@ import { formatCount } from "../report/table.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole, type RunConsole } from "../report/console_output.ts";
 import { createEventLog, type EventLog } from "../report/events.ts";
+import { combineObservers } from "../report/observers.ts";
 import { formatExecutionSummary, type RunLocations } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
 import { ResourceBudget, type Resources } from "../schedule/mod.ts";
@@ -53,6 +55,7 @@ export interface RunCommandOptions {
   readonly progress?: boolean;
   readonly resources?: Resources;
   readonly events?: string;
+  readonly eventsBlocks?: boolean;
   readonly logDir?: string;
   readonly grace?: number;
   readonly progressInterval?: number;
@@ -137,9 +140,14 @@ async function runStages(
   );
   const color = process.stderr.isTTY === true && process.env.NO_COLOR === undefined;
   // Refuses (exit 2) an events path that cannot be written, before any store is touched.
+  if (options.eventsBlocks === true && options.events === undefined) {
+    throw new InputError(
+      "--events-blocks adds lines to the events file: give it with --events FILE",
+    );
+  }
   const events = options.events === undefined
     ? null
-    : createEventLog(options.events, pipeline.path);
+    : createEventLog(options.events, pipeline.path, { blocks: options.eventsBlocks === true });
   const console = createRunConsole({
     stderr: process.stderr,
     mode: options.progress === false ? "off" : "auto",
@@ -414,18 +422,6 @@ export function summaryText(
     })),
     { color, outcome: result.outcome, exitCode, ...(locations === undefined ? {} : { locations }) },
   );
-}
-
-function combineObservers(...observers: (RunObserver | null)[]): RunObserver {
-  const list = observers.filter((o): o is RunObserver => o !== null);
-  return {
-    runStarted: (tasks) => list.forEach((o) => o.runStarted?.(tasks)),
-    blockFailed: (failure) => list.forEach((o) => o.blockFailed?.(failure)),
-    progress: (tasks) => list.forEach((o) => o.progress?.(tasks)),
-    notice: (message) => list.forEach((o) => o.notice?.(message)),
-    outputsReconciled: (summaries) => list.forEach((o) => o.outputsReconciled?.(summaries)),
-    runFinished: (result) => list.forEach((o) => o.runFinished?.(result)),
-  };
 }
 
 function mmapKindFor(mode: "auto" | "mmap" | "fs"): MmapKind | "auto" {

@@ -147,6 +147,7 @@ export class BlockCompletion {
     const pending = this.#o.sink?.done(report);
     if (pending === undefined) {
       this.#o.scheduler.succeed(task, position);
+      this.#announceDone(report);
       return undefined;
     }
     const attempt = report.attempt;
@@ -157,6 +158,7 @@ export class BlockCompletion {
         this.#committing[task]!--;
         if (this.#closed) return;
         this.#o.scheduler.succeed(task, position);
+        this.#announceDone(copy);
         this.#o.onSettled();
       },
       (error: unknown) => {
@@ -173,6 +175,20 @@ export class BlockCompletion {
         this.#o.onSettled();
       },
     );
+  }
+
+  #announceDone(report: BlockReport): void {
+    const observe = this.#o.observer.blockDone;
+    if (observe === undefined) return;
+    const layout = this.#o.layouts[report.task]!;
+    observe.call(this.#o.observer, {
+      taskId: this.#o.taskIds[report.task]!,
+      blockId: layout.blockIdOf(report.position),
+      index: layout.gridIndexOf(report.position),
+      attempt: report.attempt,
+      workerId: report.workerId < 0 ? null : report.workerId,
+      seconds: report.seconds,
+    });
   }
 
   /** A pre-check refused a block that cannot run in this run: it fails for good, unrun. */

@@ -18,6 +18,19 @@ export interface BlockFailure {
   readonly permanent: boolean;
 }
 
+/** A block that succeeded (its outputs, if any, committed), for observers that want each one. */
+export interface BlockDone {
+  readonly taskId: string;
+  readonly blockId: BlockId;
+  readonly index: readonly number[];
+  /** The attempt that succeeded, 1-based. */
+  readonly attempt: number;
+  /** The worker that ran it; null when it ran in the coordinator (--serial). */
+  readonly workerId: number | null;
+  /** Seconds the block ran (process, command or Python function). */
+  readonly seconds: number;
+}
+
 export interface TaskResult {
   readonly id: string;
   readonly counters: CounterSnapshot;
@@ -64,6 +77,8 @@ export interface RunResult {
 export interface RunObserver {
   runStarted?(tasks: readonly TaskResult[]): void;
   blockFailed?(failure: BlockFailure): void;
+  /** Only observers that define it are told of each completed block (it costs per block). */
+  blockDone?(done: BlockDone): void;
   /** Called after state changes; observers throttle themselves. */
   progress?(tasks: readonly TaskResult[]): void;
   notice?(message: string): void;

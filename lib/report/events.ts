@@ -15,6 +15,10 @@
  *   `index` (the block's grid index, array of numbers), `attempt` (1-based), `permanent` (true
  *   when no retry is left: the block failed for this run), `error`: {`message`, `stack`
  *   (string or null)}. Written for every failed attempt, including retried ones.
+ * - `block_done` (only with `blocks: true`, `run --events-blocks`): `task`, `block_id`, `index`,
+ *   `attempt`, `worker` (the worker's run-wide number; null for --serial), `wall_seconds`.
+ *   Written when the block's completion is durable, one line per completed block (blocks found
+ *   done or skipped get none: they are in the counters).
  * - `notice`: `message` (a human-readable remark from the run: worker restarts, abandoned
  *   tasks, setup failures, stop requests).
  * - `run_end`: `outcome` ("complete": every block done or skipped; "incomplete": some block
@@ -47,6 +51,7 @@ import type { BlockId } from "../blocks/mod.ts";
 import { InputError } from "../errors.ts";
 import { describeAbandonReason } from "../schedule/mod.ts";
 import {
+  type BlockDone,
   type BlockFailure,
   outcomeWord,
   type RunObserver,
@@ -72,6 +77,8 @@ export interface EventLogOptions {
    * written after that. Default: a warning on stderr. The run itself is never interrupted.
    */
   readonly onError?: (error: Error) => void;
+  /** Also a `block_done` line per completed block (default false). */
+  readonly blocks?: boolean;
 }
 
 export const EVENT_THROTTLE_SECONDS = 0.5;
@@ -285,7 +292,23 @@ export function createEventLog(
     if (held && cancelTimer === null) flushHeld(false);
   }
 
+  const blockDone = options.blocks === true
+    ? {
+      blockDone(d: BlockDone) {
+        write("block_done", {
+          task: d.taskId,
+          block_id: blockIdJson(d.blockId),
+          index: [...d.index],
+          attempt: d.attempt,
+          worker: d.workerId,
+          wall_seconds: d.seconds,
+        });
+      },
+    }
+    : {};
+
   return {
+    ...blockDone,
     runStarted(list) {
       const time = clock.now();
       for (const t of list) {
