@@ -276,6 +276,28 @@ describe("blockwise status", () => {
     }
   });
 
+  it("says what a run will do with an empty lock file, young (refused) and old (taken over)", () => {
+    const lockFile = path.join(store, "blockwise.lock");
+    fs.writeFileSync(lockFile, "");
+    try {
+      const [young] = statusJson(store);
+      assert.equal(young?.lock, null);
+      assert.equal(young?.lock_unreadable?.next_run, "refuses");
+      assert.match(
+        cli(["status", store]).stdout,
+        /lock {7}unreadable lock file \(0 B, written .*\): a run may be creating it, so the next run refuses the store for now/,
+      );
+      const old = new Date(Date.now() - 60_000);
+      fs.utimesSync(lockFile, old, old);
+      const [aged] = statusJson(store);
+      assert.equal(aged?.lock_unreadable?.next_run, "takes it over");
+      assert.match(cli(["status", store]).stdout, /the next run takes it over/);
+    } finally {
+      fs.rmSync(lockFile, { force: true });
+    }
+    assert.equal(statusJson(store)[0]?.lock_unreadable, null);
+  });
+
   it("refuses paths that name no store with exit 2, and a corrupt store with exit 3", () => {
     const missing = cli(["status", path.join(root, "nope")]);
     assert.equal(missing.code, 2);

@@ -244,6 +244,34 @@ describe("acquireStoreLock", () => {
     );
   });
 
+  it("takes over a lock whose pid now belongs to a process started after the lock was taken", async (t) => {
+    if (!fs.existsSync("/proc/self/stat")) return t.skip("needs /proc");
+    const child = spawn("sleep", ["30"], { stdio: "ignore" });
+    try {
+      const dir = storeDir();
+      // The lock was taken an hour ago by a run whose pid the sleep got later.
+      const reused: LockHolder = {
+        pid: child.pid!,
+        host: HOST,
+        started_at: new Date(Date.now() - 3_600_000).toISOString(),
+        command: "/opt/blockwise run old.ts",
+      };
+      writeHolder(dir, reused);
+      assert.equal(isHolderAlive(reused), false);
+      const notices: string[] = [];
+      const lock = acquireStoreLock(dir, { onNotice: (m) => notices.push(m) });
+      assert.match(
+        notices[0] ?? "",
+        new RegExp(`Took over a stale lock on .* left by pid ${child.pid}`),
+      );
+      lock.release();
+      // The same pid, with a lock taken after the process started, is its own: alive.
+      assert.equal(isHolderAlive({ ...reused, started_at: new Date().toISOString() }), true);
+    } finally {
+      child.kill("SIGKILL");
+    }
+  });
+
   it("refuses a live holder in another process, then takes over once it is killed", async (t) => {
     const dir = storeDir();
     const started = await startFixture(HOLD_FIXTURE, [dir]);

@@ -112,7 +112,17 @@ export function formatStoreReport(r: StoreReport): string[] {
   }
   if (r.torn_lines > 0) runs += ` (${plural(r.torn_lines, "torn line")} in runs.jsonl skipped)`;
   field("runs", runs);
-  if (r.lock === null) {
+  if (r.lock === null && r.lock_unreadable !== null) {
+    const u = r.lock_unreadable;
+    field(
+      "lock",
+      `unreadable lock file (${u.bytes} B, written ${u.modified_at}): ${
+        u.next_run === "refuses"
+          ? "a run may be creating it, so the next run refuses the store for now"
+          : "left by a run that died creating it; the next run takes it over"
+      }`,
+    );
+  } else if (r.lock === null) {
     field("lock", "free");
   } else {
     const l = r.lock;

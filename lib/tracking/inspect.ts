@@ -38,6 +38,8 @@
  *                      skip_mask: null | { source: string, skipped: number } },  // that run's mask
  *   lock: null | { pid, host, started_at, command,   // the lock file's holder
  *                  alive: true | false | "unknown" },  // "unknown": holder on another host
+ *   lock_unreadable: null | { bytes, modified_at,      // a lock file that is empty or not a
+ *                  next_run: "takes it over" | "refuses" },  // lock (then lock is null)
  *   resource_tracking: boolean,   // the resource arrays are present
  *   resources: null | {           // null without resource tracking
  *     blocks_measured: number,            // blocks with a recorded wall time
@@ -57,7 +59,7 @@
 import { isRecord, StoreError } from "../errors.ts";
 import { checkHostByteOrder, streamBlockRuns } from "./chunk_reads.ts";
 import type { GridMap } from "./grid_map.ts";
-import { isHolderAlive, readStoreLock } from "./lock.ts";
+import { isHolderAlive, readStoreLock, type UnreadableLock, unreadableStoreLock } from "./lock.ts";
 import { type ResourceReport, resourceReport } from "./resource_report.ts";
 import { type OutputReport, outputReport } from "./output_report.ts";
 import { readRunRecords } from "./runs_log.ts";
@@ -108,6 +110,8 @@ export interface StoreReport {
   readonly torn_lines: number;
   readonly last_run: LastRunReport | null;
   readonly lock: LockReport | null;
+  /** The lock file is there but empty or not a lock (`lock` is then null). */
+  readonly lock_unreadable: UnreadableLock | null;
   readonly resource_tracking: boolean;
   readonly resources: ResourceReport | null;
   readonly outputs: OutputReport | null;
@@ -224,6 +228,7 @@ function inspect(dir: string, makeMap: MapMaker | null): StoreInspection {
       skip_mask: skipMaskOf(last["skip_mask"]),
     },
     lock: holder === null ? null : { ...holder, alive: isHolderAlive(holder) },
+    lock_unreadable: holder === null ? unreadableStoreLock(meta.path) : null,
     resource_tracking: meta.resourceTracking,
     resources: meta.resourceTracking ? resourceReport(meta, blocks) : null,
     outputs: outputReport(meta, last?.["temporary"] === true),

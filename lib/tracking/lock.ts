@@ -25,10 +25,13 @@
  * its run is gone (dead pid on this host, or this very process, which holds no guard between
  * calls), when it is half-made by a dead creator, or when it is older than `GUARD_STALE_MS`.
  *
- * Limits: a dead holder's pid reused by an unrelated process on the same host looks alive (the
- * refusal says to remove the file in that case); hosts are told apart by `os.hostname()` only.
+ * A dead holder's pid reused by a later process is told apart by that process's start time
+ * (Linux: after the lock's `started_at`, it is not the holder). Limits: without /proc a reused
+ * pid looks alive (the refusal says to remove the file then); hosts are told apart by
+ * `os.hostname()` only.
  */
 
+import { Buffer } from "node:buffer";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -121,6 +124,33 @@ export function inspectStoreLock(storeDir: string): LockState {
   const holder = parseHolder(file.raw);
   if (holder === null) return { state: "corrupt", raw: file.raw, modified_ms: file.mtime };
   return { state: "held", holder, raw: file.raw };
+}
+
+/** A lock file that is empty or not a lock, as `status` reports it. */
+export interface UnreadableLock {
+  readonly bytes: number;
+  readonly modified_at: string;
+  /**
+   * What the next run does: "takes it over" (its creator is gone, or it is older than
+   * CORRUPT_STALE_MS), or "refuses" (a run may be writing it right now).
+   */
+  readonly next_run: "takes it over" | "refuses";
+}
+
+/** The store's lock file when it is empty or not a lock, else null. */
+export function unreadableStoreLock(
+  storeDir: string,
+  now: number = Date.now(),
+): UnreadableLock | null {
+  const state = inspectStoreLock(storeDir);
+  if (state.state !== "corrupt") return null;
+  return {
+    bytes: Buffer.byteLength(state.raw),
+    modified_at: new Date(state.modified_ms).toISOString(),
+    next_run: corruptIsStale(lockPathOf(storeDir), state.modified_ms, now)
+      ? "takes it over"
+      : "refuses",
+  };
 }
 
 /** Who holds the store's lock, or null when it is free or the file is not a valid lock. */

@@ -110,11 +110,38 @@ function predatesThisProcess(holder: LockHolder): boolean {
   return Number.isFinite(taken) && taken < processStarted - CLOCK_SLACK_MS;
 }
 
-/** Whether the holder's process is running; "unknown" for a holder on another host. */
+/**
+ * Whether the process running as `pid` started after the lock was taken at `startedAt`: then it
+ * is a later process that got the dead holder's pid, not the holder. Linux only (the start time
+ * in `/proc/PID/stat`, in clock ticks of 1/100 s after the boot time in `/proc/stat`); false
+ * wherever it cannot be told.
+ */
+function startedAfter(pid: number, startedAt: string): boolean {
+  const taken = Date.parse(startedAt);
+  if (!Number.isFinite(taken)) return false;
+  let stat: string;
+  let boot: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    boot = fs.readFileSync("/proc/stat", "utf8");
+  } catch {
+    return false;
+  }
+  // Fields after "PID (COMMAND) ": state is field 3, starttime field 22.
+  const ticks = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+  const btime = Number(/^btime (\d+)$/m.exec(boot)?.[1]);
+  if (!Number.isFinite(ticks) || !Number.isFinite(btime)) return false;
+  return btime * 1000 + ticks * 10 > taken + CLOCK_SLACK_MS;
+}
+
+/**
+ * Whether the holder's process is running; "unknown" for a holder on another host. A live pid
+ * whose process started after the lock was taken is another process (the pid was reused).
+ */
 export function isHolderAlive(holder: LockHolder): boolean | "unknown" {
   if (holder.host !== os.hostname()) return "unknown";
   if (holder.pid === process.pid) return !predatesThisProcess(holder);
-  return isPidAlive(holder.pid);
+  return isPidAlive(holder.pid) && !startedAfter(holder.pid, holder.started_at);
 }
 
 /** Points inside lock handling where a test may stop (and SIGKILL) a process. */
