@@ -489,6 +489,49 @@ describe("a damaged store in a tracking directory", () => {
   });
 });
 
+describe("a ledger chunk file that is missing", () => {
+  it("reads as the fill value: a lost failures chunk keeps every done mark", () => {
+    const p = writePipeline("missing-failures", [
+      { id: "t", total: [4, 4], write: [2, 2], fail: [[1, 1]], maxRetries: 1 },
+    ]);
+    assert.equal(run(p).code, 1);
+    const store = path.join(p.tracking, "t");
+    const chunk = path.join(store, "failures", "c", "0", "0");
+    fs.rmSync(chunk);
+    const [r] = statusJson(store);
+    assert.equal(r?.done, 3, "the done marks are read as they are");
+    assert.equal(r?.failed_attempts, 0, "the lost counts are the fill value");
+    assert.deepEqual(r?.missing_chunks, ["failures"]);
+    assert.match(
+      cli(["status", store]).stdout,
+      /missing {4}the chunk file of "failures": read as the fill value \(as Zarr does\); the next run or reset restores it/,
+    );
+    takeCalls(p);
+    fs.rmSync(p.flag);
+    const second = run(p);
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(
+      second.stderr + second.stdout,
+      /the chunk file of array "failures" was missing; restored as its fill value \(0\), as Zarr reads a missing chunk: no failed attempt is recorded; the done marks are kept/,
+    );
+    assert.deepEqual(takeCalls(p), ["t 1,1"], "only the block that was not done ran");
+    assert.equal(fs.statSync(chunk).size, 4 * 4);
+    assert.deepEqual(statusJson(store)[0]?.missing_chunks, []);
+  });
+
+  it("a lost done chunk means no block is done: every block runs again", () => {
+    const p = writePipeline("missing-done", [{ id: "t", total: [4], write: [2] }]);
+    assert.equal(run(p).code, 0);
+    fs.rmSync(path.join(p.tracking, "t", "done", "c", "0"));
+    assert.equal(statusJson(path.join(p.tracking, "t"))[0]?.done, 0);
+    takeCalls(p);
+    const again = run(p);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr + again.stdout, /"done" was missing; .*every block runs again/);
+    assert.deepEqual(takeCalls(p), ["t 0", "t 1"]);
+  });
+});
+
 describe("blockwise reset", () => {
   it("--failed clears only the failures; the re-run processes only the failed blocks", () => {
     const p = writePipeline("failed", [

@@ -571,11 +571,24 @@ describe("refusals leave the store untouched", () => {
     );
   });
 
-  it("a missing chunk is refused", async () => {
+  it("a missing chunk is not refused: it is restored as the fill value, with a notice", async () => {
     const l = layout();
     const dir = await written(l, false);
     fs.rmSync(path.join(dir, "failures", "c"), { recursive: true });
-    await refused(dir, l, /"failures" is missing/, false);
+    const notices: string[] = [];
+    const store = await TrackingStore.open(dir, {
+      taskId: "seg",
+      layout: l,
+      resourceTracking: false,
+      onNotice: (n) => notices.push(n),
+    });
+    try {
+      assert.equal(store.isDone(1), true, "the done marks are kept");
+      assert.equal(store.failures[2], 0, "the lost failure count is the fill value");
+      assert.match(notices.join("\n"), /"failures" was missing; restored as its fill value \(0\)/);
+    } finally {
+      store.close();
+    }
   });
 });
 

@@ -32,6 +32,7 @@ import { type MappedFile, openMapped } from "../runtime/mod.ts";
 import { fillPattern, itemSize, type TrackingArraySpec } from "../tracking/arrays.ts";
 import { forEachBlockRun, type GridBox } from "../tracking/block_runs.ts";
 import { findStores } from "../tracking/find_stores.ts";
+import { restoreMissingChunks } from "../tracking/missing_chunks.ts";
 import { chunkPath, readStoreMetadata, type StoreMetadata } from "../tracking/store_metadata.ts";
 import { acquireStoreLock, type StoreLock } from "../tracking/lock.ts";
 import { appendRunRecord } from "../tracking/runs_log.ts";
@@ -265,6 +266,7 @@ export async function resetCommand(target: string, options: ResetOptions): Promi
             `Invalid --roi "${options.roi}": it has ${roi.offset.length} axes but task "${meta.taskId}" (${meta.path}) has ${meta.layout.dims}; expected ${ROI_FORM}`,
           );
         }
+        for (const restored of restoreMissingChunks(meta)) notice(restored);
         files = await openArrays(meta, mode);
         const plan: Plan = {
           meta,

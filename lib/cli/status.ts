@@ -112,6 +112,14 @@ export function formatStoreReport(r: StoreReport): string[] {
   }
   if (r.torn_lines > 0) runs += ` (${plural(r.torn_lines, "torn line")} in runs.jsonl skipped)`;
   field("runs", runs);
+  if (r.missing_chunks.length > 0) {
+    field(
+      "missing",
+      `the chunk file of ${
+        r.missing_chunks.map((n) => `"${n}"`).join(", ")
+      }: read as the fill value (as Zarr does); the next run or reset restores it`,
+    );
+  }
   if (r.lock === null && r.lock_unreadable !== null) {
     const u = r.lock_unreadable;
     field(

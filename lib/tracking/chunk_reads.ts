@@ -9,6 +9,7 @@ import { deleteToStartFresh, messageOf, StoreError } from "../errors.ts";
 import { HOST_LITTLE_ENDIAN } from "../zarr/mod.ts";
 import { itemSize, trackingArray, type TrackingArraySpec } from "./arrays.ts";
 import { RunWindows } from "./block_runs.ts";
+import { fillValueBytes } from "./missing_chunks.ts";
 import { chunkPath, type StoreMetadata } from "./store_metadata.ts";
 
 function damaged(
@@ -36,6 +37,9 @@ export function checkHostByteOrder(dir: string): void {
 
 /** Read an array's chunk file whole (plain fs read); StoreError when missing or mis-sized. */
 export function readChunk(meta: StoreMetadata, spec: TrackingArraySpec): Uint8Array {
+  if (meta.missingChunks.includes(spec.name)) {
+    return fillValueBytes(spec, meta.layout.trackingCellCount);
+  }
   const file = chunkPath(meta, spec.name);
   const expected = meta.layout.trackingCellCount * itemSize(spec.dtype);
   let bytes: Uint8Array;
@@ -89,6 +93,10 @@ export function streamChunks(
     specs.forEach((spec, i) => {
       const file = files[i]!;
       const expected = total * itemSize(spec.dtype);
+      if (meta.missingChunks.includes(spec.name)) {
+        fds.push(-1); // a missing chunk: the fill value, see `fillValueBytes`
+        return;
+      }
       let fd: number;
       try {
         fd = fs.openSync(file, "r");
@@ -111,6 +119,11 @@ export function streamChunks(
       specs.forEach((spec, i) => {
         const size = itemSize(spec.dtype);
         const bytes = owned[i]!.subarray(0, n * size);
+        if (fds[i] === -1) {
+          bytes.set(fillValueBytes(spec, n));
+          views[i] = bytes;
+          return;
+        }
         readFully(
           fds[i]!,
           bytes,
@@ -130,7 +143,7 @@ export function streamChunks(
       meta.path,
     );
   } finally {
-    for (const fd of fds) fs.closeSync(fd);
+    for (const fd of fds) if (fd >= 0) fs.closeSync(fd);
   }
 }
 

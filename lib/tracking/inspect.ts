@@ -40,6 +40,8 @@
  *                  alive: true | false | "unknown" },  // "unknown": holder on another host
  *   lock_unreadable: null | { bytes, modified_at,      // a lock file that is empty or not a
  *                  next_run: "takes it over" | "refuses" },  // lock (then lock is null)
+ *   missing_chunks: string[],     // arrays whose chunk file is missing: read as the fill
+ *                                 // value; the next run or reset restores the file
  *   resource_tracking: boolean,   // the resource arrays are present
  *   resources: null | {           // null without resource tracking
  *     blocks_measured: number,            // blocks with a recorded wall time
@@ -112,6 +114,8 @@ export interface StoreReport {
   readonly lock: LockReport | null;
   /** The lock file is there but empty or not a lock (`lock` is then null). */
   readonly lock_unreadable: UnreadableLock | null;
+  /** Ledger arrays whose chunk file is missing (read as their fill value). */
+  readonly missing_chunks: readonly string[];
   readonly resource_tracking: boolean;
   readonly resources: ResourceReport | null;
   readonly outputs: OutputReport | null;
@@ -229,6 +233,7 @@ function inspect(dir: string, makeMap: MapMaker | null): StoreInspection {
     },
     lock: holder === null ? null : { ...holder, alive: isHolderAlive(holder) },
     lock_unreadable: holder === null ? unreadableStoreLock(meta.path) : null,
+    missing_chunks: [...meta.missingChunks],
     resource_tracking: meta.resourceTracking,
     resources: meta.resourceTracking ? resourceReport(meta, blocks) : null,
     outputs: outputReport(meta, last?.["temporary"] === true),

@@ -37,6 +37,7 @@ import {
   WORKER_NONE,
 } from "./arrays.ts";
 import { describeLayoutChange, STORE_FORMAT, storedLayoutOf } from "./store_layout.ts";
+import { restoreMissingChunks } from "./missing_chunks.ts";
 import { readStoreMetadata, type StoreAttributes, type StoreMetadata } from "./store_metadata.ts";
 import { taskHash } from "./task_hash.ts";
 import {
@@ -321,6 +322,7 @@ function openExisting(
   options: OpenStoreOptions,
 ): StoreAttributes {
   const meta = readStoreMetadata(dir);
+  for (const notice of restoreMissingChunks(meta)) options.onNotice?.(notice);
   let attributes = meta.attributes;
   if (meta.taskHash !== expected.task_hash) attributes = migrateOrRefuse(meta, expected, options);
   const sets = setsOf(options);

@@ -66,6 +66,11 @@ export interface StoreMetadata {
   readonly provenance: boolean;
   /** The arrays present in the store, in `TRACKING_ARRAYS` order. */
   readonly arrays: readonly TrackingArraySpec[];
+  /**
+   * Arrays (of `arrays`) whose chunk file is missing: in Zarr a missing chunk is the array's
+   * fill value, so readers read it as such, and a writer recreates it (`restoreMissingChunks`).
+   */
+  readonly missingChunks: readonly string[];
 }
 
 /** What a folder must be to count as a store, for messages. */
@@ -197,7 +202,7 @@ export function readStoreMetadata(dir: string): StoreMetadata {
   if (typeof taskId !== "string" || taskId === "") throw invalid("task_id is not a task id");
   const flag = b["resource_tracking"] ?? false;
   if (typeof flag !== "boolean") throw invalid("resource_tracking is not true or false");
-  const arrays = checkArrays(abs, layout, hint);
+  const { arrays, missingChunks } = checkArrays(abs, layout, hint);
   const resourceTotal = TRACKING_ARRAYS.filter((s) => s.resourceTracking).length;
   const resourcePresent = arrays.filter((s) => s.resourceTracking).length;
   if (flag && resourcePresent < resourceTotal) {
@@ -242,6 +247,7 @@ export function readStoreMetadata(dir: string): StoreMetadata {
     resourceTracking: resourcePresent === resourceTotal,
     provenance: provenancePresent === provenanceTotal,
     arrays,
+    missingChunks,
   };
 }
 
@@ -292,11 +298,19 @@ function sameArray(a: ZarrArrayMetadata, b: ZarrArrayMetadata): boolean {
     Object.is(a.fillValue, b.fillValue);
 }
 
-/** Check every array present; returns them. `done` and `failures` must be there. */
-function checkArrays(dir: string, layout: TaskLayout, hint: string): TrackingArraySpec[] {
+/**
+ * Check every array present; returns them, and those whose chunk file is missing. `done` and
+ * `failures` must be there (their zarr.json; a missing chunk reads as the fill value).
+ */
+function checkArrays(
+  dir: string,
+  layout: TaskLayout,
+  hint: string,
+): { arrays: TrackingArraySpec[]; missingChunks: string[] } {
   const damaged = (what: string) =>
     new StoreError(`Tracking store at ${dir} is damaged: ${what}. ${hint}`, dir);
   const present: TrackingArraySpec[] = [];
+  const missingChunks: string[] = [];
   for (const spec of TRACKING_ARRAYS) {
     const file = path.join(dir, spec.name, "zarr.json");
     const read = readText(file);
@@ -325,8 +339,13 @@ function checkArrays(dir: string, layout: TaskLayout, hint: string): TrackingArr
     let size: number;
     try {
       size = fs.statSync(chunk).size;
-    } catch {
-      throw damaged(`the chunk file ${chunk} of array "${spec.name}" is missing`);
+    } catch (error) {
+      if (errorCode(error) !== "ENOENT") {
+        throw damaged(`the chunk file ${chunk} cannot be read (${messageOf(error)})`);
+      }
+      present.push(spec);
+      missingChunks.push(spec.name);
+      continue;
     }
     if (size !== byteLength) {
       throw damaged(
@@ -335,5 +354,5 @@ function checkArrays(dir: string, layout: TaskLayout, hint: string): TrackingArr
     }
     present.push(spec);
   }
-  return present;
+  return { arrays: present, missingChunks };
 }
