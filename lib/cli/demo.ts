@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { describeDemoOutputs, ensureDemoArrays } from "../demo/demo_pipeline.ts";
 import { validatePipeline } from "../pipeline/mod.ts";
 import { embeddedModuleUrl } from "../runtime/mod.ts";
+import { createFailureAdvice, errorCode, InputError } from "../errors.ts";
 import { runPipeline } from "./run.ts";
 
 export interface DemoOptions {
@@ -16,13 +17,23 @@ export interface DemoOptions {
 
 export async function demoCommand(options: DemoOptions): Promise<number> {
   const dir = path.resolve(options.dir);
-  fs.mkdirSync(dir, { recursive: true });
+  const usable = (action: () => void) => {
+    try {
+      action();
+    } catch (error) {
+      if (errorCode(error) === undefined) throw error;
+      throw new InputError(
+        `Cannot use ${dir} as the demo folder (--dir): ${createFailureAdvice(error, dir)}`,
+      );
+    }
+  };
+  usable(() => fs.mkdirSync(dir, { recursive: true }));
   process.env.BLOCKWISE_DEMO_DIR = dir;
   const url = embeddedModuleUrl("lib/demo/demo_module.ts");
   const module = await import(url.href) as { default: unknown };
   const pipeline = validatePipeline(module.default, fileURLToPath(url));
   // The arrays are the tasks' declared outputs: they must exist before the run checks them.
-  ensureDemoArrays(dir);
+  usable(() => ensureDemoArrays(dir));
   process.stderr.write(`Running the demo pipeline in ${dir}\n`);
   const code = await runPipeline(pipeline, {
     serial: options.serial === true,

@@ -4,7 +4,12 @@ import process from "node:process";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { versionLine } from "../version.ts";
 import { carriedModulesLine } from "../pipeline/provided_modules.ts";
-import { EXIT_INTERNAL_ERROR, EXIT_INVALID_INPUT, exitCodeForError } from "./exit_codes.ts";
+import {
+  EXIT_INTERNAL_ERROR,
+  EXIT_INVALID_INPUT,
+  exitCodeForError,
+  fileSystemFailure,
+} from "./exit_codes.ts";
 import { OutputClosed } from "./output.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
@@ -279,6 +284,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       return exitCodeForError(error) ?? EXIT_INVALID_INPUT;
     }
     const mapped = exitCodeForError(error);
+    const fileSystem = mapped === null ? fileSystemFailure(error) : null;
+    if (fileSystem !== null) {
+      process.stderr.write(`error: ${fileSystem.message}\n`);
+      return fileSystem.code;
+    }
     if (mapped === null) {
       process.stderr.write(
         `blockwise: internal error (please report it): ${

@@ -11,7 +11,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { TaskLayout } from "../blocks/mod.ts";
-import { InputError } from "../errors.ts";
+import { createFailureAdvice, errorCode, InputError, StoreError } from "../errors.ts";
 import type { OutputConfig, TaskConfig } from "../pipeline/spec.ts";
 import {
   chunkGridShape,
@@ -145,4 +145,26 @@ function metadataFilesOf(dir: string, format: 2 | 3): { name: string; text: stri
     if (fs.existsSync(file)) out.push({ name, text: fs.readFileSync(file, "utf8") });
   }
   return out;
+}
+
+/**
+ * Refuses (StoreError, exit 3) an output whose location cannot be written (a read-only file
+ * system, no permission), before any block runs: otherwise every block would fail the same way
+ * and burn its retries. Checks the output's folder, or the nearest folder above it that exists,
+ * with access(W_OK), which reports EROFS even for root; nothing is created.
+ */
+export function checkOutputWritable(taskId: string, plan: OutputPlan): void {
+  let folder = plan.base;
+  while (!fs.existsSync(folder) && path.dirname(folder) !== folder) folder = path.dirname(folder);
+  try {
+    fs.accessSync(folder, fs.constants.W_OK);
+  } catch (error) {
+    if (errorCode(error) === undefined) throw error;
+    throw new StoreError(
+      `Cannot write output "${plan.name}" of task "${taskId}" in ${folder}: ${
+        createFailureAdvice(error, folder)
+      }`,
+      folder,
+    );
+  }
 }

@@ -19,7 +19,12 @@ import type { TrackingSession } from "../tracking/session.ts";
 import { OutputCommitter } from "./committer.ts";
 import { ManifestWriter } from "./manifest.ts";
 import { writeOutputLocations } from "./output_locations.ts";
-import { type OutputPlan, planOutputs, STAGING_FOLDER } from "./output_plan.ts";
+import {
+  checkOutputWritable,
+  type OutputPlan,
+  planOutputs,
+  STAGING_FOLDER,
+} from "./output_plan.ts";
 import { ProvenanceModel } from "./provenance.ts";
 import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
 import { crashPoint } from "./crash_points.ts";
@@ -149,7 +154,9 @@ export class RunOutputs implements CompletionSink {
           `Task "${task.id}" declares outputs, which need a tracking store (their manifest lives there); run with --tracking-dir DIR, or give the task tracking: "path/to/store".`,
         );
       }
-      return planOutputs(task, graph.layouts[t]!);
+      const planned = planOutputs(task, graph.layouts[t]!);
+      for (const plan of planned) checkOutputWritable(task.id, plan);
+      return planned;
     });
     const manifests: (ManifestWriter | null)[] = [];
     const summaries: ReconcileSummary[] = [];

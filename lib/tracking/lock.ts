@@ -48,7 +48,7 @@ import {
   readLockFile,
   removeLeftovers,
 } from "./lock_files.ts";
-import { ensureFolder } from "./tracking_paths.ts";
+import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
 import { invocation } from "../runtime/self_command.ts";
 
 export { isHolderAlive, LOCK_FILE, type LockHolder, type LockStep } from "./lock_files.ts";
@@ -297,6 +297,15 @@ export function acquireStoreLock(
   storeDir: string,
   options: AcquireStoreLockOptions = {},
 ): StoreLock {
+  // A read-only or full file system, or missing permissions, refuse the store (exit 3).
+  return refusingSystemErrors(
+    storeDir,
+    "take the write lock of the tracking store",
+    () => acquireLock(storeDir, options),
+  );
+}
+
+function acquireLock(storeDir: string, options: AcquireStoreLockOptions): StoreLock {
   const lockPath = lockPathOf(storeDir);
   const notice = options.onNotice ?? (() => {});
   const clock = options.clock ?? SYSTEM_LOCK_CLOCK;
