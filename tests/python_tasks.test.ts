@@ -437,7 +437,9 @@ describe("Python tasks through the CLI", () => {
       const prefix = /\[b:w(\d+)\] hello from b/.exec(r.stdout + r.stderr);
       assert.ok(prefix !== null, describeRun(r));
       assert.equal(prefix[1], "2", "a's two workers are w0 and w1");
-      const runs = fs.readdirSync(path.join(tracking, ".workers"));
+      const runs = fs.readdirSync(path.join(tracking, ".workers")).filter((n) =>
+        !n.endsWith(".py")
+      );
       const logs = fs.readdirSync(path.join(tracking, ".workers", runs[0]!)).sort();
       assert.deepEqual(logs, ["a-worker-0.log", "a-worker-1.log", "b-worker-2.log"]);
     },
