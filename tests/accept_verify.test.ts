@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
-import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
+import { describeRun, runCli, startCli } from "./fixtures/tracking/harness.ts";
 import {
   cli,
   planBlocks,
@@ -154,5 +154,62 @@ describe("blockwise verify", () => {
     const fewer = await runCli(["verify", trackingOf(one), "--against", trackingOf(partial)]);
     assert.equal(fewer.code, 1, describeRun(fewer));
     assert.match(fewer.stdout, /only in .*one.*tracking\/b at index: \(0\)/);
+  });
+});
+
+describe("read-only commands during a run", () => {
+  it("verify and plan label the moment of a live run; nothing in flight is reported as damage", async () => {
+    const dir = newDir("live");
+    const file = path.join(dir, "live.mjs");
+    fs.writeFileSync(
+      file,
+      `import fs from "node:fs";
+const roi = (n) => ({ offset: [0], shape: [n] });
+export default { tasks: [{ id: "t", totalRoi: roi(40), readRoi: roi(1), writeRoi: roi(1),
+  readWriteConflict: false, maxWorkers: 2, version: "1",
+  outputs: { o: { path: "out/{block_id}.txt" } },
+  async process(block, _s, run) {
+    await new Promise((r) => setTimeout(r, 40));
+    fs.writeFileSync(run.outputs.o, String(block.id));
+  } }] };
+`,
+    );
+    const tracking = path.join(dir, "tracking");
+    const running = startCli(["run", file, "--tracking-dir", tracking, "--no-progress"]);
+    const store = path.join(tracking, "t");
+    const problems: string[] = [];
+    let labelled = 0;
+    let planLabelled = 0;
+    // Verify and plan over and over while blocks commit: never a problem, always the label.
+    for (let round = 0; round < 200 && running.child.exitCode === null; round++) {
+      if (!fs.existsSync(path.join(store, "blockwise.lock"))) {
+        await new Promise((r) => setTimeout(r, 20));
+        continue;
+      }
+      const json = await runCli(["verify", store, "--json"]);
+      if (running.child.exitCode !== null) break;
+      const stores = (JSON.parse(json.stdout) as {
+        stores: { problems: { problem: string }[]; live_run: string | null }[];
+      }).stores;
+      problems.push(...stores.flatMap((s) => s.problems.map((p) => p.problem)));
+      if (stores[0]?.live_run?.startsWith(`pid ${running.child.pid} on host `)) labelled++;
+      const plan = await runCli(["plan", file, "--tracking-dir", tracking]);
+      if (
+        /a run is writing .* now \(pid \d+ on host .*\): this is a moment of it/.test(plan.stdout)
+      ) {
+        planLabelled++;
+      }
+      if (labelled >= 3 && planLabelled >= 1) break;
+    }
+    const end = await running.result;
+    assert.equal(end.code, 0, describeRun(end));
+    assert.deepEqual(problems, [], "a live run's commits are not damage");
+    assert.ok(labelled >= 1, "verify named the live run");
+    assert.ok(planLabelled >= 1, "plan named the live run");
+    const after = JSON.parse((await runCli(["verify", store, "--json"])).stdout) as {
+      stores: { live_run: string | null; blocks: number }[];
+    };
+    assert.equal(after.stores[0]?.live_run, null);
+    assert.equal(after.stores[0]?.blocks, 40);
   });
 });

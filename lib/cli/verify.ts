@@ -69,7 +69,11 @@ export function formatVerification(r: StoreVerification): string[] {
   if (r.note !== null) return [`${head}: ${r.note}`];
   const extra = [
     r.tombstoned > 0 ? `${r.tombstoned} deleted temporaries not checked` : null,
-    r.uncommitted > 0 ? `${r.uncommitted} uncommitted (the next start reconciles them)` : null,
+    r.uncommitted > 0
+      ? `${r.uncommitted} uncommitted (${
+        r.live_run === null ? "the next start reconciles them" : "being committed by the run"
+      })`
+      : null,
   ].filter((x): x is string => x !== null);
   const lines = [
     `${head}: ${r.blocks} block${r.blocks === 1 ? "" : "s"}, ${r.files} file${
@@ -78,6 +82,11 @@ export function formatVerification(r: StoreVerification): string[] {
       r.problems.length === 0 ? "all match" : `${r.problems.length} differ`
     }${extra.length > 0 ? ` (${extra.join(", ")})` : ""}`,
   ];
+  if (r.live_run !== null) {
+    lines.push(
+      `  a run is writing this store (${r.live_run}): this is a moment of it; blocks it commits are counted, not checked`,
+    );
+  }
   for (const p of r.problems.slice(0, LIST_LIMIT)) {
     lines.push(
       `  ${r.task}/${p.block}  index (${p.index.join(", ")})  ${p.problem}: ${

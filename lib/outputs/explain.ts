@@ -21,6 +21,7 @@ import type { ForcedBlocks } from "./forced.ts";
 import type { ManifestRecord } from "./manifest.ts";
 import { planOutputs } from "./output_plan.ts";
 import { needsProvenance, ProvenanceModel } from "./provenance.ts";
+import { describeLiveWriter, liveWriter } from "../tracking/lock.ts";
 import { reconcileTask } from "./reconcile.ts";
 import { Temporaries } from "./temporaries.ts";
 
@@ -97,9 +98,16 @@ export function explainPipeline(
       notes.push("not tracked: every block runs");
       return null;
     }
+    const writer = liveWriter(dir);
     const snap = readStoreSnapshot(dir, graph.layouts[t]!, needs[t] === true);
     if (snap.kind === "store") {
-      notes.push(null);
+      notes.push(
+        writer === null
+          ? null
+          : `a run is writing ${dir} now (${
+            describeLiveWriter(writer)
+          }): this is a moment of it, and blocks it is committing may show as to run; plan again when it ends`,
+      );
       return snap.store;
     }
     notes.push(snap.kind === "missing" ? `no tracking store at ${dir} yet` : snap.note);

@@ -15,6 +15,7 @@ import * as path from "node:path";
 import * as fs from "node:fs";
 import { trackingArray } from "../tracking/arrays.ts";
 import { checkHostByteOrder, readChunk } from "../tracking/chunk_reads.ts";
+import { describeLiveWriter, liveWriter } from "../tracking/lock.ts";
 import { readStoreMetadata } from "../tracking/store_metadata.ts";
 import { sha256File } from "./inputs.ts";
 import { indexKey, readManifest } from "./manifest.ts";
@@ -43,12 +44,18 @@ export interface StoreVerification {
   readonly problems: readonly VerifyProblem[];
   /** Why nothing was checked (no outputs recorded), or null. */
   readonly note: string | null;
+  /** The run writing the store while it was verified (`pid ... on host ..., started ...`), or null. */
+  readonly live_run: string | null;
 }
 
 export function verifyStore(storeDir: string): StoreVerification {
   checkHostByteOrder(storeDir);
   const meta = readStoreMetadata(storeDir);
   const layout = meta.layout;
+  const writer = liveWriter(meta.path);
+  // The done marks first, then the manifest: a run appends a block's intent before it marks the
+  // block done, so every block done at this read has its record in the later one.
+  const done = readChunk(meta, trackingArray("done"));
   const contents = readManifest(meta.path);
   const base = {
     task: meta.taskId,
@@ -58,6 +65,7 @@ export function verifyStore(storeDir: string): StoreVerification {
     bytes: 0,
     tombstoned: 0,
     uncommitted: 0,
+    live_run: writer === null ? null : describeLiveWriter(writer),
   };
   const locations = readOutputLocations(meta.path);
   if (contents.lines === 0 && locations === null) {
@@ -78,7 +86,11 @@ export function verifyStore(storeDir: string): StoreVerification {
       recorded.add(key);
       continue;
     }
-    if (entry.state === "intended") uncommitted++;
+    if (entry.state === "intended") {
+      // Being committed by a live run, or left for the next start to adopt: not damage.
+      uncommitted++;
+      recorded.add(key);
+    }
     if (entry.state !== "committed" || entry.intent === null) continue;
     recorded.add(key);
     blocks++;
@@ -131,7 +143,6 @@ export function verifyStore(storeDir: string): StoreVerification {
     }
   }
   // A done mark the manifest cannot back: the next start rebuilds the block.
-  const done = readChunk(meta, trackingArray("done"));
   for (let p = 0; p < layout.blockCount; p++) {
     const cell = layout.trackingCellOf(p);
     if (cell < 0 || done[cell] !== 1) continue;

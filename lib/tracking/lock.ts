@@ -153,6 +153,20 @@ export function unreadableStoreLock(
   };
 }
 
+/**
+ * The run writing the store right now (its lock's holder, when alive or on another host), or
+ * null: read-only commands label what they read then as a moment of a live run.
+ */
+export function liveWriter(storeDir: string): LockHolder | null {
+  const holder = readStoreLock(storeDir);
+  return holder !== null && isHolderAlive(holder) !== false ? holder : null;
+}
+
+/** How read-only commands name a live writer: `pid 12 on host n1, started 2026-...`. */
+export function describeLiveWriter(holder: LockHolder): string {
+  return `pid ${holder.pid} on host ${holder.host}, started ${holder.started_at}`;
+}
+
 /** Who holds the store's lock, or null when it is free or the file is not a valid lock. */
 export function readStoreLock(storeDir: string): LockHolder | null {
   const state = inspectStoreLock(storeDir);
