@@ -20,7 +20,8 @@ import { readStoreSnapshot, type StoreSnapshot } from "./explain_stores.ts";
 import type { ForcedBlocks } from "./forced.ts";
 import type { ManifestRecord } from "./manifest.ts";
 import { planOutputs } from "./output_plan.ts";
-import { needsProvenance, ProvenanceModel } from "./provenance.ts";
+import { needsProvenance, ProvenanceModel, UPSTREAM_CHANGED } from "./provenance.ts";
+import { damagedDigestWarning } from "./digest_suspicion.ts";
 import { describeLiveWriter, liveWriter } from "../tracking/lock.ts";
 import { reconcileTask } from "./reconcile.ts";
 import { Temporaries } from "./temporaries.ts";
@@ -155,6 +156,7 @@ export function explainPipeline(
     const snap = snapshots[t] ?? null;
     const mask = options.masks[t] ?? null;
     const quarantineAfter = task.quarantineAfter;
+    let upstreamStale = 0;
     for (let p = 0; p < layout.blockCount; p++) {
       const cell = layout.trackingCellOf(p);
       const done = isDone(t, p);
@@ -200,9 +202,15 @@ export function explainPipeline(
       } else {
         reason = { kind: "stale", text: stale!, group: stale! };
       }
+      if (stale === UPSTREAM_CHANGED) upstreamStale++;
       codes[p] = table.code(reason);
     }
-    out[t] = new Explained(task.id, paths[t] ?? null, notes[t] ?? null, table, codes);
+    let note = notes[t] ?? null;
+    if (upstreamStale > 0 && model.upstreamMustMatch(t)) {
+      const warning = `warning: ${damagedDigestWarning(task.id, paths[t]!, upstreamStale)}`;
+      note = note === null ? warning : `${note}; ${warning}`;
+    }
+    out[t] = new Explained(task.id, paths[t] ?? null, note, table, codes);
   }
   // Which reader needs each regenerated temporary block (known once every task is explained).
   for (const t of graph.dag.order) {

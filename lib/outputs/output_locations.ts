@@ -8,6 +8,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { errorCode, isRecord, messageOf, StoreError } from "../errors.ts";
 import { writeJsonAtomic } from "../zarr/mod.ts";
 import type { OutputPlan } from "./output_plan.ts";
 
@@ -41,18 +42,40 @@ export function writeOutputLocations(storeDir: string, plans: readonly OutputPla
   writeJsonAtomic(file, value);
 }
 
-/** The recorded locations, or null when the store has none (no outputs, or an older run). */
+/**
+ * The recorded locations, or null when the store has none (no outputs, or an older run).
+ * Refuses (StoreError, exit 3) a file that is there but is not what `run` writes, instead of
+ * reporting every committed file as an "unknown output".
+ */
 export function readOutputLocations(storeDir: string): OutputLocation[] | null {
+  const file = path.join(storeDir, OUTPUTS_FILE);
   let text: string;
   try {
-    text = fs.readFileSync(path.join(storeDir, OUTPUTS_FILE), "utf8");
-  } catch {
-    return null;
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return null;
+    throw new StoreError(`Cannot read ${file}: ${messageOf(error)}`, storeDir);
   }
+  const refuse = (why: string) =>
+    new StoreError(
+      `${file} is damaged (${why}): it records where each declared output lives. Run the pipeline once (run rewrites it at its start, from the pipeline file), then verify again`,
+      storeDir,
+    );
+  let value: unknown;
   try {
-    const value = JSON.parse(text) as { outputs?: unknown };
-    return Array.isArray(value.outputs) ? value.outputs as OutputLocation[] : null;
-  } catch {
-    return null;
+    value = JSON.parse(text);
+  } catch (error) {
+    throw refuse(`not JSON: ${messageOf(error)}`);
   }
+  const outputs = isRecord(value) ? value["outputs"] : undefined;
+  if (!Array.isArray(outputs) || !outputs.every(isLocation)) {
+    throw refuse('not {"outputs": [{name, kind, base, written}, ...]}');
+  }
+  return outputs;
+}
+
+function isLocation(value: unknown): value is OutputLocation {
+  return isRecord(value) && typeof value["name"] === "string" &&
+    (value["kind"] === "path" || value["kind"] === "zarr") &&
+    typeof value["base"] === "string" && typeof value["written"] === "string";
 }

@@ -22,6 +22,7 @@ import { RECIPE_NONE } from "../tracking/arrays.ts";
 import { Digest64, hexPrefixWords } from "./digest.ts";
 import { InputFingerprints } from "./inputs.ts";
 import { canonicalJson, type Recipe, RecipeBook, recipeOf } from "./recipes.ts";
+import { damagedDigestWarning, upstreamUnchanged } from "./digest_suspicion.ts";
 
 /** What the model reads of a store: a run's mapped store, or `plan`'s read-only snapshot. */
 export type ProvenanceStore = Pick<TrackingStore, "path" | "provenance">;
@@ -37,12 +38,20 @@ interface TaskModel {
   readonly inputs: InputFingerprints;
 }
 
+/** `staleReason` of a block whose upstream blocks' content changed. */
+export const UPSTREAM_CHANGED = "stale: upstream content changed";
+
 export class ProvenanceModel {
   readonly #pipeline: PipelineConfig;
   readonly #graph: DependencyGraph;
   readonly #tasks: (TaskModel | null)[];
   readonly #digest = new Digest64();
   readonly #words = new Uint32Array(2);
+  /** Per task: no upstream block can have changed since its blocks were made (digest_suspicion). */
+  readonly #mustMatch: boolean[];
+  readonly #warned = new Set<number>();
+  /** Told once per task when a digest that must match does not (a damaged array). */
+  onDamagedDigest: ((task: number, warning: string) => void) | null = null;
 
   private constructor(
     pipeline: PipelineConfig,
@@ -52,6 +61,23 @@ export class ProvenanceModel {
     this.#pipeline = pipeline;
     this.#graph = graph;
     this.#tasks = tasks;
+    const storeOf = (t: number) => tasks[t]?.store.path ?? null;
+    this.#mustMatch = tasks.map((m, t) => m !== null && upstreamUnchanged(pipeline, t, storeOf));
+  }
+
+  /** Whether task `task`'s upstream digests must all match (a mismatch is damage). */
+  upstreamMustMatch(task: number): boolean {
+    return this.#mustMatch[task] === true;
+  }
+
+  #mismatch(task: number): void {
+    if (!this.#mustMatch[task] || this.#warned.has(task) || this.onDamagedDigest === null) return;
+    this.#warned.add(task);
+    const m = this.#tasks[task]!;
+    this.onDamagedDigest(
+      task,
+      damagedDigestWarning(this.#pipeline.tasks[task]!.id, m.store.path, null),
+    );
   }
 
   /**
@@ -110,7 +136,10 @@ export class ProvenanceModel {
     if (p.recipe[cell] !== m.recipe) return false;
     const w = this.#words;
     this.#upstreamDigest(task, position, w);
-    if (p.upstream[2 * cell] !== w[0] || p.upstream[2 * cell + 1] !== w[1]) return false;
+    if (p.upstream[2 * cell] !== w[0] || p.upstream[2 * cell + 1] !== w[1]) {
+      this.#mismatch(task);
+      return false;
+    }
     if (m.inputs.count === 0) return true;
     this.#inputsDigest(task, position, w);
     return p.inputs[2 * cell] === w[0] && p.inputs[2 * cell + 1] === w[1];
@@ -131,7 +160,7 @@ export class ProvenanceModel {
     const w = this.#words;
     this.#upstreamDigest(task, position, w);
     if (p.upstream[2 * cell] !== w[0] || p.upstream[2 * cell + 1] !== w[1]) {
-      return "stale: upstream content changed";
+      return UPSTREAM_CHANGED;
     }
     if (m.inputs.count > 0) {
       this.#inputsDigest(task, position, w);

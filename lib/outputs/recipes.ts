@@ -7,6 +7,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { StoreError } from "../errors.ts";
 import type { JsonValue, TaskConfig } from "../pipeline/spec.ts";
 
 export const RECIPES_FILE = "recipes.jsonl";
@@ -46,6 +47,16 @@ function sorted(value: unknown): unknown {
   return value;
 }
 
+/** A line a run writes: a JSON object (`{}` marks a recipe replaced by hand). */
+function recipeLine(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
 export class RecipeBook {
   readonly #file: string;
   readonly #texts: string[];
@@ -66,7 +77,20 @@ export class RecipeBook {
     // Indices must never shift: a torn last line (a kill mid-append) keeps its place, as it
     // will once the next append ends it; it matches no recipe.
     const lines = text.split("\n");
-    if (text.endsWith("\n") || text === "") lines.pop();
+    const torn = !text.endsWith("\n") && text !== "";
+    if (!torn) lines.pop();
+    // Every whole line is a recipe: another one means the file was damaged, and reading it as
+    // "no recipe" would make every block made with it stale, a silent full rebuild.
+    const last = torn ? lines.length - 1 : lines.length;
+    for (let i = 0; i < last; i++) {
+      if (recipeLine(lines[i]!)) continue;
+      throw new StoreError(
+        `${file} line ${i + 1} is not a recipe (${
+          JSON.stringify(lines[i]!.slice(0, 60))
+        }): the file records what each block was made with, and blockwise will not rebuild the blocks it cannot read it for. Restore the file from a backup; or replace that line with {} (keep the line, so the others keep their numbers) and run blockwise accept to record the blocks as made by the current code, or let them rebuild`,
+        storeDir,
+      );
+    }
     return new RecipeBook(file, lines);
   }
 

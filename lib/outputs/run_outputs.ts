@@ -94,6 +94,7 @@ export class RunOutputs implements CompletionSink {
     this.#committer = new OutputCommitter(session.runId);
     const stores = pipeline.tasks.map((_, t) => session.store(t));
     this.provenance = ProvenanceModel.open(pipeline, graph, stores);
+    this.provenance.onDamagedDigest = (_task, warning) => options.onNotice(`warning: ${warning}`);
     const forced = options.forced;
     this.#temporaries = Temporaries.open({
       pipeline,
