@@ -380,7 +380,8 @@ describe("createRunConsole", () => {
       stderr.text,
       "✗ extract/12 (0, 1, 2) failed after 3 attempts: RangeError: no signal here\n" +
         "    second line of the message\n" +
-        "✗ extract/13 (0, 1, 2) failed after 3 attempts: RangeError: no signal here\n" +
+        // The same error again: named once, not repeated (lib/report/failure_groups.ts).
+        "✗ extract/13 (0, 1, 2) failed after 3 attempts: same error as extract/12\n" +
         "a notice\n",
     );
   });

@@ -18,6 +18,7 @@ import {
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
 import { effectiveLaunches, type RemoteWorkers } from "../remote/remote_workers.ts";
 import { checkInterpreters } from "../remote/python_client.ts";
+import { preflight } from "../pipeline/preflight.ts";
 import { openRemoteWorkers, workerLogLocation } from "./run_remote.ts";
 import { yieldToEventLoop } from "../execute/run_clock.ts";
 import { prepareWorkers } from "../execute/worker_profile.ts";
@@ -127,6 +128,7 @@ async function runStages(
   stop.setPhase("preparing the run");
   const graph = buildPipelineGraph(pipeline);
   // Refuse a task that could never start a worker before any store is opened or written.
+  preflight(pipeline);
   if (options.serial === true) checkSerialRunnable(pipeline);
   else {
     checkInterpreters(pipeline, effectiveLaunches(pipeline, options.launcher));

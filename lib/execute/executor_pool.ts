@@ -22,6 +22,7 @@ import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
+import { SetupFailures } from "./setup_failures.ts";
 import { WorkerLifetimes } from "./run_stats.ts";
 import type { RunObserver } from "./run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
@@ -62,8 +63,7 @@ export class ExecutorPool {
   readonly #draining = new Set<Executor>();
   /** Executors leaving on their own (walltime): not counted against maxWorkers or the budget. */
   readonly #leaving = new Set<Executor>();
-  /** Tasks whose every lost worker failed its setup, with the last setup error. */
-  readonly #onlySetupFailures = new Map<number, string>();
+  readonly setupFailures = new SetupFailures();
   #nextWorkerId = 0;
   readonly #descendants: readonly ReadonlySet<number>[];
   readonly #budgetView: BudgetView;
@@ -136,6 +136,7 @@ export class ExecutorPool {
     if (idle >= available) return false;
     const restart = task.stats.workerFailures > task.stats.restarts;
     if (restart && task.stats.restarts >= task.config.maxWorkerRestarts) return false;
+    if (restart && this.setupFailures.deterministic(t) !== null) return false; // abandoned next
     if (budget.canAdmit(task.config.requires)) return true;
     // Budget freed from idle executors of other tasks is used now, not on the next event.
     this.#freeBudgetFor(t);
@@ -240,10 +241,7 @@ export class ExecutorPool {
     this.lifetimes.ended(executor, "crashed", now, 0, reason);
     if (scheduler.isRunning(t)) {
       task.stats.workerFailures++;
-      if (setupFailure === undefined) this.#onlySetupFailures.delete(t);
-      else if (task.stats.workerFailures === 1 || this.#onlySetupFailures.has(t)) {
-        this.#onlySetupFailures.set(t, setupFailure);
-      }
+      this.setupFailures.lost(t, setupFailure, task.stats.workerFailures === 1);
     }
     const queue = executor.inFlight;
     // Executors run blocks in the order sent: the running one is the oldest held. When the
@@ -378,10 +376,14 @@ export class ExecutorPool {
   checkAbandonment(): void {
     const { scheduler, observer } = this.#o;
     this.#o.tasks.forEach((task, t) => {
-      if (!scheduler.isRunning(t) || task.stats.alive > 0) return;
-      const owed = task.stats.workerFailures > task.stats.restarts;
-      if (!owed || task.stats.restarts < task.config.maxWorkerRestarts) return;
-      const setup = this.#onlySetupFailures.get(t);
+      if (!scheduler.isRunning(t)) return;
+      const deterministic = this.setupFailures.deterministic(t);
+      if (deterministic === null) {
+        if (task.stats.alive > 0) return;
+        const owed = task.stats.workerFailures > task.stats.restarts;
+        if (!owed || task.stats.restarts < task.config.maxWorkerRestarts) return;
+      }
+      const setup = this.setupFailures.onlySetupFailure(t);
       const abandoned = scheduler.abandon(
         t,
         setup !== undefined ? { kind: "setup-failed", message: setup } : {

@@ -208,7 +208,8 @@ export class ParallelRun implements ExecutorEvents {
 
   // ---- executor events ----------------------------------------------------------------------
 
-  ready(_executor: Executor): void {
+  ready(executor: Executor): void {
+    this.#pool.setupFailures.started(executor.task);
     this.#guard(() => this.#pump());
   }
 

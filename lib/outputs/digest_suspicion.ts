@@ -14,7 +14,12 @@ import { readRunRecords } from "../tracking/runs_log.ts";
 
 /** The latest run recorded in a store: its id, start (ms) and outcome, or null. */
 function latestRun(storeDir: string): { id: string; started: number; complete: boolean } | null {
-  const records = readRunRecords(storeDir).records;
+  let records: readonly Record<string, unknown>[];
+  try {
+    records = readRunRecords(storeDir).records;
+  } catch {
+    return null; // an unreadable run log: nothing can be said (the run warns about it)
+  }
   const last = records.at(-1);
   if (last === undefined) return null;
   const started = Date.parse(String(last["started_at"]));

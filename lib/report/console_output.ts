@@ -30,11 +30,11 @@ import {
   etaText,
   failureDetails,
   formatBarLine,
-  formatFailureLine,
   type TaskView,
   workedBlocks,
 } from "./progress_format.ts";
 import { type OutputStream, WorkerOutput } from "./worker_output.ts";
+import { RepeatedFailures } from "./failure_groups.ts";
 
 /** The part of a write stream the console needs (`process.stderr` fits). */
 export interface ConsoleStream {
@@ -122,6 +122,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
   let appliedAt = Number.NEGATIVE_INFINITY;
   let closed = false;
   const detailsShown = new Set<string>();
+  const repeated = new RepeatedFailures();
 
   /** A message of whole lines for stderr, above the bars when they are shown. */
   function printErr(text: string): void {
@@ -265,7 +266,9 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
   // -- failures and notices --
 
   function blockFailed(f: BlockFailure): void {
-    let text = formatFailureLine(f, color);
+    const line = repeated.line(f, color);
+    if (line === null) return;
+    let text = line;
     if (f.permanent && !detailsShown.has(f.taskId)) {
       detailsShown.add(f.taskId);
       const details = failureDetails(f, mode !== "off");
@@ -296,6 +299,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
     notice: (message) => printErr(message),
     runFinished: (result) => {
       if (closed) return;
+      for (const line of repeated.closing(color)) printErr(line);
       if (mode !== "off") apply(result.tasks);
     },
   };

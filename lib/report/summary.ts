@@ -16,6 +16,7 @@ import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts"
 import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import type { RunOutcome } from "../execute/run_types.ts";
 import { formatBytes } from "./utilization.ts";
+import { groupFailures } from "./failure_groups.ts";
 
 export interface TaskSummaryRow {
   readonly id: string;
@@ -23,6 +24,9 @@ export interface TaskSummaryRow {
   /** A temporary task's outputs: what was deleted, what is still live, the peak. */
   readonly temporary?: TemporaryStats;
 }
+
+/** Blocks named after "and N more with the same error:". */
+const SAME_NAMED = 5;
 
 export interface FailedBlockReport {
   readonly taskId: string;
@@ -224,11 +228,24 @@ export function formatExecutionSummary(
 
   if (failures.length > 0) {
     const max = Math.max(0, Math.floor(options.maxFailures ?? DEFAULT_MAX_FAILURES));
-    const shown = failures.slice(0, max);
+    // Each distinct error once, with the blocks that share it.
+    const groups = groupFailures(failures);
+    const shown = groups.slice(0, max);
     lines.push("", `Failed blocks (${failures.length}):`);
-    for (const f of shown) lines.push(`${INDENT}${formatFailedBlock(f)}`);
-    if (failures.length > shown.length) {
-      lines.push(`${INDENT}... and ${failures.length - shown.length} more`);
+    let listed = 0;
+    for (const [first, ...same] of shown) {
+      lines.push(`${INDENT}${formatFailedBlock(first!)}`);
+      listed += 1 + same.length;
+      if (same.length === 0) continue;
+      const names = same.slice(0, SAME_NAMED).map((f) => `${f.taskId}/${f.blockId}`);
+      lines.push(
+        `${INDENT}  and ${same.length} more with the same error: ${names.join(", ")}${
+          same.length > SAME_NAMED ? ", ..." : ""
+        }`,
+      );
+    }
+    if (failures.length > listed) {
+      lines.push(`${INDENT}... and ${failures.length - listed} more`);
     }
   }
 
