@@ -9,8 +9,12 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { BlockFailure } from "../lib/execute/run_types.ts";
-import { groupFailures, RepeatedFailures, REPEATS_SHOWN } from "../lib/report/failure_groups.ts";
-import { type FailedBlockReport, formatExecutionSummary } from "../lib/report/summary.ts";
+import { RepeatedFailures, REPEATS_SHOWN } from "../lib/report/failure_groups.ts";
+import {
+  type FailedBlockReport,
+  formatExecutionSummary,
+  groupFailures,
+} from "../lib/report/summary.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
 

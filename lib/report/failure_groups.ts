@@ -2,13 +2,12 @@
  * Identical failures, told once: a task whose blocks all fail the same way (a missing file, a
  * misconfigured model) would print a line per block per attempt. On the terminal the first
  * failure with a message is printed in full, the next few as `same error as task/39`, then
- * they are only counted, and the run's end says how many more there were. The summary lists
- * each distinct error once, with the blocks that share it.
+ * they are only counted, and the run's end says how many more there were. (The summary lists
+ * each distinct error once: `groupFailures` in summary.ts.)
  */
 
 import type { BlockFailure } from "../execute/run_types.ts";
 import { firstLine, formatFailureLine, paint } from "./progress_format.ts";
-import type { FailedBlockReport } from "./summary.ts";
 
 /** Repeats of one error printed as a short line before the rest are only counted. */
 export const REPEATS_SHOWN = 3;
@@ -74,18 +73,4 @@ export class RepeatedFailures {
     }
     return lines;
   }
-}
-
-/** Failed blocks grouped by task and error (first line of the message), in first-seen order. */
-export function groupFailures(
-  failures: readonly FailedBlockReport[],
-): FailedBlockReport[][] {
-  const groups = new Map<string, FailedBlockReport[]>();
-  for (const f of failures) {
-    const key = keyOf(f.taskId, f.message);
-    const group = groups.get(key);
-    if (group === undefined) groups.set(key, [f]);
-    else group.push(f);
-  }
-  return [...groups.values()];
 }

@@ -16,13 +16,26 @@ import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts"
 import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import type { RunOutcome } from "../execute/run_types.ts";
 import { formatBytes } from "./utilization.ts";
-import { groupFailures } from "./failure_groups.ts";
 
 export interface TaskSummaryRow {
   readonly id: string;
   readonly counters: CounterSnapshot;
   /** A temporary task's outputs: what was deleted, what is still live, the peak. */
   readonly temporary?: TemporaryStats;
+}
+
+/** Failed blocks grouped by task and error (first line of the message), in first-seen order. */
+export function groupFailures<F extends { readonly taskId: string; readonly message: string }>(
+  failures: readonly F[],
+): F[][] {
+  const groups = new Map<string, F[]>();
+  for (const f of failures) {
+    const key = `${f.taskId}\u0000${firstLine(f.message)}`;
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [f]);
+    else group.push(f);
+  }
+  return [...groups.values()];
 }
 
 /** Blocks named after "and N more with the same error:". */
