@@ -38,6 +38,7 @@ import { acquireStoreLock, type StoreLock } from "../tracking/lock.ts";
 import { appendRunRecord } from "../tracking/runs_log.ts";
 import { VERSION } from "../version.ts";
 import { formatCount } from "../report/table.ts";
+import { dropResetBlocks } from "../outputs/reset_records.ts";
 
 export interface ResetOptions {
   readonly failed?: boolean;
@@ -218,6 +219,13 @@ function applyPlan(plan: Plan, mode: ResetMode): void {
       }
     }, plan.box);
   } else {
+    // The manifest first: reconciliation would adopt a reset block whose record says committed.
+    const box = plan.box;
+    dropResetBlocks(
+      meta.path,
+      meta.layout,
+      (index) => box === undefined || index.every((g, d) => g >= box.lo[d]! && g < box.hi[d]!),
+    );
     // done first: a reset interrupted half-way leaves blocks to redo, never a stale done mark.
     for (const spec of meta.arrays) {
       const file = files.get(spec.name);

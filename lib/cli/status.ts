@@ -91,7 +91,14 @@ export function formatStoreReport(r: StoreReport): string[] {
     `${formatCount(r.failed)}` +
       (r.failed_attempts > 0 ? ` (${plural(r.failed_attempts, "failed attempt")} in all)` : ""),
   );
-  field("pending", formatCount(r.pending));
+  const reset = r.outputs?.reset_blocks ?? 0;
+  field(
+    "pending",
+    formatCount(r.pending) +
+      (reset > 0
+        ? ` (${formatCount(reset)} of them reset by blockwise reset: they run again)`
+        : ""),
+  );
   if (r.outputs !== null) field("outputs", formatOutputs(r.outputs));
   let runs = r.runs === 0 ? "none recorded" : formatCount(r.runs);
   const last = r.last_run;

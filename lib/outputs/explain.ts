@@ -29,6 +29,7 @@ import { Temporaries } from "./temporaries.ts";
 export type ReasonKind =
   | "done"
   | "new"
+  | "reset"
   | "stale"
   | "upstream_may_change"
   | "output_missing"
@@ -43,6 +44,7 @@ export type ReasonKind =
 export const RUNS: Readonly<Record<ReasonKind, boolean>> = {
   done: false,
   new: true,
+  reset: true,
   stale: true,
   upstream_may_change: true,
   output_missing: true,
@@ -115,11 +117,13 @@ export function explainPipeline(
     return null;
   });
   const plans = pipeline.tasks.map((task, t) => planOutputs(task, graph.layouts[t]!));
-  const missing = pipeline.tasks.map((task, t) => {
+  const reconciled = pipeline.tasks.map((task, t) => {
     const snap = snapshots[t] ?? null;
-    if (snap === null || plans[t]!.length === 0) return new Set<number>();
-    return new Set(reconcileTask(task, graph.layouts[t]!, plans[t]!, snap, null).missing);
+    if (snap === null || plans[t]!.length === 0) return null;
+    return reconcileTask(task, graph.layouts[t]!, plans[t]!, snap, null);
   });
+  const missing = reconciled.map((r) => r?.missing ?? new Set<number>());
+  const reset = reconciled.map((r) => r?.reset ?? new Set<number>());
   const model = ProvenanceModel.open(pipeline, graph, snapshots, false);
   const forced = options.forced;
   const isDone = (t: number, p: number): boolean => {
@@ -196,6 +200,8 @@ export function explainPipeline(
             text: `failed last run (${failures} attempt${failures === 1 ? "" : "s"})`,
             group: "failed last run",
           }
+          : reset[t]!.has(p)
+          ? RESET
           : NEW;
       } else if (regenerate) {
         reason = { kind: "regenerate", text: "regenerate (temporary)", group: "regenerate" };
@@ -231,6 +237,7 @@ export function explainPipeline(
 
 const DONE: Reason = { kind: "done", text: "done", group: "done" };
 const NEW: Reason = { kind: "new", text: "new", group: "new" };
+const RESET: Reason = { kind: "reset", text: "reset (blockwise reset)", group: "reset" };
 const MASKED: Reason = { kind: "masked", text: "masked", group: "masked" };
 const FORCED: Reason = { kind: "forced", text: "forced", group: "forced" };
 const MISSING: Reason = { kind: "output_missing", text: "output missing", group: "output missing" };

@@ -21,6 +21,9 @@ import { forEachLine } from "../runtime/file_scan.ts";
 import { fsyncAsync } from "../runtime/fs_sync.ts";
 
 export const MANIFEST_FILE = "manifest.jsonl";
+
+/** The `why` of a drop record written by `blockwise reset` (lib/outputs/reset_records.ts). */
+export const RESET_WHY = "reset by blockwise reset";
 const ENCODER = new TextEncoder();
 
 /** A file of a block's outputs: output name, path below the output's base, size, SHA-256. */
@@ -57,6 +60,8 @@ export interface BlockEntry {
   /** "committed" / "intended" (no commit yet) / "dropped" / "tombstoned". */
   readonly state: "committed" | "intended" | "dropped" | "tombstoned";
   readonly adopted: boolean;
+  /** Why it was dropped (the drop record's `why`), when `state` is "dropped"; else null. */
+  readonly why: string | null;
 }
 
 export interface ManifestContents {
@@ -111,14 +116,20 @@ export function readManifest(storeDir: string): ManifestContents {
     foreignCount++;
     if (foreignLines.length < 5) foreignLines.push(lineNumber);
   };
-  const settle = (key: string, state: BlockEntry["state"], adopted: boolean) => {
+  const settle = (
+    key: string,
+    state: BlockEntry["state"],
+    adopted: boolean,
+    why: string | null = null,
+  ) => {
     const before = blocks.get(key);
     if (before === undefined) {
       // A commit without its intent says nothing; a drop or tombstone alone keeps no files.
-      if (state !== "committed") blocks.set(key, { intent: null, state, adopted: false });
+      if (state !== "committed") blocks.set(key, { intent: null, state, adopted: false, why });
     } else if (state !== "committed" || before.intent !== null) {
       before.state = state;
       before.adopted = adopted;
+      before.why = why;
     }
   };
   forEachLine(path.join(storeDir, MANIFEST_FILE), (line) => {
@@ -150,11 +161,12 @@ export function readManifest(storeDir: string): ManifestContents {
       case "intent": {
         const before = blocks.get(key);
         if (before === undefined) {
-          blocks.set(key, { intent: record, state: "intended", adopted: false });
+          blocks.set(key, { intent: record, state: "intended", adopted: false, why: null });
         } else {
           before.intent = record;
           before.state = "intended";
           before.adopted = false;
+          before.why = null;
         }
         break;
       }
@@ -162,7 +174,7 @@ export function readManifest(storeDir: string): ManifestContents {
         settle(key, "committed", record.adopted === true);
         break;
       case "drop":
-        settle(key, "dropped", false);
+        settle(key, "dropped", false, typeof record.why === "string" ? record.why : null);
         break;
       case "tombstone":
         settle(key, "tombstoned", false);

@@ -29,7 +29,7 @@ import { A_FOLDER, listFolder, pathSize } from "../runtime/file_scan.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
-import { readManifest } from "./manifest.ts";
+import { readManifest, RESET_WHY } from "./manifest.ts";
 import { type OutputPlan, STAGING_FOLDER } from "./output_plan.ts";
 import { finalLocation } from "./staging.ts";
 
@@ -40,6 +40,8 @@ export interface ReconcileSummary {
   readonly recordedNotPresent: number;
   readonly rolledBack: number;
   readonly neverBuilt: number;
+  /** Blocks `blockwise reset` dropped: they run again (their old files are not unexpected). */
+  readonly reset: number;
   readonly unexpected: number;
   readonly unexpectedExamples: readonly string[];
   readonly stagingRemoved: number;
@@ -55,6 +57,8 @@ export interface ReconcileSummary {
 export interface ReconcileResult {
   readonly summary: ReconcileSummary;
   readonly missing: ReadonlySet<number>;
+  /** Positions `blockwise reset` dropped (plan's "reset"). */
+  readonly reset: ReadonlySet<number>;
 }
 
 /** What reconcile reads and sets of a store (a run's mapped store, or plan's snapshot). */
@@ -73,6 +77,7 @@ export function reconcileTask(
   const contents = readManifest(store.path);
   const expected = new Set<string>();
   const missing = new Set<number>();
+  const reset = new Set<number>();
   const rolledBackAt = new Set<number>();
   const appends: ManifestRecord[] = [];
   const recorded = new Uint8Array(layout.trackingCellCount);
@@ -84,7 +89,7 @@ export function reconcileTask(
   const buffer = new Uint8Array(1 << 20);
   for (const entry of contents.blocks.values()) {
     const intent = entry.intent;
-    if (intent === null || entry.state === "dropped") continue;
+    if (intent === null) continue;
     const position = positionOfIndex(layout, intent.index);
     if (position < 0) continue; // a block of a shrunk grid: not ours any more
     const cell = layout.trackingCellOf(position);
@@ -92,6 +97,13 @@ export function reconcileTask(
       const plan = plans.find((p) => p.name === output);
       return { file: plan === undefined ? null : finalLocation(plan, rel), size, sha };
     });
+    if (entry.state === "dropped") {
+      // Its rebuild replaces what is left of it (a reset block's files are all there): the
+      // block's own files, not unexpected ones.
+      for (const f of files) if (f.file !== null) expected.add(f.file);
+      if (entry.why === RESET_WHY) reset.add(position);
+      continue;
+    }
     // A temporary block whose files are gone was deleted: its tombstone is written without
     // waiting for the disk (a crash may lose it after the files went), and one deleted by hand
     // is no different. Never a rebuild: regenerated only if a reader that runs needs it.
@@ -170,7 +182,7 @@ export function reconcileTask(
     const cell = layout.trackingCellOf(p);
     if (cell < 0 || recorded[cell] === 1) continue;
     if (store.done[cell] === 1) store.done[cell] = 0;
-    if (!missing.has(p) && !rolledBackAt.has(p)) neverBuilt++;
+    if (!missing.has(p) && !rolledBackAt.has(p) && !reset.has(p)) neverBuilt++;
   }
   if (manifest !== null) manifest.append(appends);
   const unexpected = unexpectedFiles(plans, expected);
@@ -182,6 +194,7 @@ export function reconcileTask(
       recordedNotPresent: notPresent,
       rolledBack,
       neverBuilt,
+      reset: reset.size,
       unexpected: unexpected.count,
       unexpectedExamples: unexpected.examples,
       stagingRemoved,
@@ -191,6 +204,7 @@ export function reconcileTask(
       deletedTemporaries: tombstoned,
     },
     missing,
+    reset,
   };
 }
 
@@ -360,6 +374,7 @@ export function describeReconcile(s: ReconcileSummary): string {
   add(s.recordedNotPresent, "recorded but missing (rebuilt)");
   add(s.rolledBack, "rolled back (a commit cut short)");
   add(s.neverBuilt, "never built");
+  add(s.reset, "reset (run again)");
   add(
     s.unexpected,
     `unexpected file${s.unexpected === 1 ? "" : "s"} no record names (left alone${

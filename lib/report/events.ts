@@ -341,6 +341,7 @@ export function createEventLog(
           recorded_not_present: s.recordedNotPresent,
           rolled_back: s.rolledBack,
           never_built: s.neverBuilt,
+          reset: s.reset,
           unexpected: s.unexpected,
           unexpected_examples: [...s.unexpectedExamples],
           staging_removed: s.stagingRemoved,

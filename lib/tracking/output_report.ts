@@ -6,7 +6,8 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { indexKey, MANIFEST_FILE, readManifest } from "../outputs/manifest.ts";
+import { indexKey, MANIFEST_FILE, readManifest, RESET_WHY } from "../outputs/manifest.ts";
+import { positionOfIndex } from "../outputs/reconcile.ts";
 import { trackingArray } from "./arrays.ts";
 import { forEachBlockRun } from "./block_runs.ts";
 import { readChunk } from "./chunk_reads.ts";
@@ -19,6 +20,8 @@ import { OUTPUTS_DELETED, OUTPUTS_PRESENT } from "./store.ts";
  * ```
  * { present_blocks: number, present_bytes: number,   // committed and on disk
  *   deleted_blocks: number, deleted_bytes: number,   // temporaries deleted (tombstones)
+ *   reset_blocks: number,                            // reset by blockwise reset: run again
+ *                                                    // (their old files stay until then)
  *   temporary: boolean,                              // the task freed outputs as a temporary
  *   nondeterministic: boolean }                      // a regenerated block came back different
  * ```
@@ -28,6 +31,7 @@ export interface OutputReport {
   readonly present_bytes: number;
   readonly deleted_blocks: number;
   readonly deleted_bytes: number;
+  readonly reset_blocks: number;
   readonly temporary: boolean;
   readonly nondeterministic: boolean;
 }
@@ -60,6 +64,14 @@ export function outputReport(meta: StoreMetadata, declaredTemporary: boolean): O
       }
     }
   });
+  const done = readChunk(meta, trackingArray("done"));
+  let resetBlocks = 0;
+  for (const entry of manifest.blocks.values()) {
+    if (entry.state !== "dropped" || entry.why !== RESET_WHY || entry.intent === null) continue;
+    const position = positionOfIndex(layout, entry.intent.index);
+    const cell = position < 0 ? -1 : layout.trackingCellOf(position);
+    if (cell >= 0 && done[cell] !== 1) resetBlocks++;
+  }
   let tombstones = declaredTemporary || deletedBlocks > 0;
   if (!tombstones) {
     for (const entry of manifest.blocks.values()) {
@@ -74,6 +86,7 @@ export function outputReport(meta: StoreMetadata, declaredTemporary: boolean): O
     present_bytes: presentBytes,
     deleted_blocks: deletedBlocks,
     deleted_bytes: deletedBytes,
+    reset_blocks: resetBlocks,
     temporary: tombstones,
     nondeterministic: manifest.nondeterministic,
   };
