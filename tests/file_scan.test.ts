@@ -15,6 +15,7 @@ import {
   A_FOLDER,
   fileScanKind,
   forEachLine,
+  lastModifiedMs,
   listFolder,
   NOT_A_FILE,
   pathSize,
@@ -63,6 +64,18 @@ describe("file scan", () => {
     assert.equal(pathSize(path.join(dir, "missing.bin")), NOT_A_FILE);
     assert.equal(pathSize(path.join(dir, "four.bin", "below-a-file")), NOT_A_FILE);
     assert.equal(pathSize(`${dir}/four.bin\0tail`), NOT_A_FILE);
+  });
+
+  it("gives the modification time of what pathSize found, as node:fs does", () => {
+    const dir = mixedFolder();
+    const file = path.join(dir, "four.bin");
+    const when = new Date(Date.UTC(2025, 0, 2, 3, 4, 5, 678));
+    fs.utimesSync(file, when, when);
+    assert.equal(pathSize(file), 4096);
+    assert.ok(Math.abs(lastModifiedMs() - fs.statSync(file).mtimeMs) < 1, String(lastModifiedMs()));
+    assert.ok(Math.abs(lastModifiedMs() - when.getTime()) < 1);
+    assert.equal(pathSize(path.join(dir, "missing.bin")), NOT_A_FILE);
+    assert.ok(Number.isNaN(lastModifiedMs()));
   });
 
   it("a size above 4 GiB comes back whole (a sparse file)", () => {

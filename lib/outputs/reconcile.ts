@@ -25,12 +25,13 @@ import {
   OUTPUTS_PRESENT,
   type TrackingStore,
 } from "../tracking/store.ts";
-import { A_FOLDER, listFolder, pathSize } from "../runtime/file_scan.ts";
+import { A_FOLDER, lastModifiedMs, listFolder, pathSize } from "../runtime/file_scan.ts";
 import { hexPrefixWords } from "./digest.ts";
 import { sha256File } from "./inputs.ts";
 import type { IntentRecord, ManifestRecord, ManifestWriter } from "./manifest.ts";
 import { readManifest, RESET_WHY } from "./manifest.ts";
 import { type OutputPlan, STAGING_FOLDER } from "./output_plan.ts";
+import { liveOwner, OWNER_FILE } from "./output_owners.ts";
 import { finalLocation } from "./staging.ts";
 
 export interface ReconcileSummary {
@@ -38,6 +39,8 @@ export interface ReconcileSummary {
   readonly recordedAndPresent: number;
   readonly adopted: number;
   readonly recordedNotPresent: number;
+  /** Recorded, present, but other bytes than recorded (written after the record): rebuilt. */
+  readonly recordedChanged: number;
   readonly rolledBack: number;
   readonly neverBuilt: number;
   /** Blocks `blockwise reset` dropped: they run again (their old files are not unexpected). */
@@ -84,6 +87,7 @@ export function reconcileTask(
   let present = 0;
   let adopted = 0;
   let notPresent = 0;
+  let recordedChanged = 0;
   let rolledBack = 0;
   let tombstoned = 0;
   const buffer = new Uint8Array(1 << 20);
@@ -107,8 +111,20 @@ export function reconcileTask(
     // A temporary block whose files are gone was deleted: its tombstone is written without
     // waiting for the disk (a crash may lose it after the files went), and one deleted by hand
     // is no different. Never a rebuild: regenerated only if a reader that runs needs it.
+    //
+    // A file written after its block was recorded (another run over the same outputs, an edit
+    // by hand; an unreadable time checks nothing) is re-hashed below: other bytes rebuild it.
+    const recordedBy = Date.parse(intent.at) + CLOCK_SLACK_MS;
+    const newer: { file: string; sha: string }[] = [];
     const gone = entry.state === "committed"
-      ? files.find((f) => f.file === null || !sizeMatches(f.file, f.size))
+      ? files.find((f) => {
+        if (f.file === null) return true;
+        const found = pathSize(f.file);
+        if (found === A_FOLDER) return false;
+        if (found !== f.size) return true;
+        if (lastModifiedMs() > recordedBy) newer.push({ file: f.file, sha: f.sha });
+        return false;
+      })
       : undefined;
     if (entry.state === "tombstoned" || (gone !== undefined && task.temporary)) {
       // A deleted temporary: done, its hash kept; files a kill left behind go now.
@@ -130,20 +146,26 @@ export function reconcileTask(
       continue;
     }
     if (entry.state === "committed") {
-      if (gone === undefined) {
+      const changed = gone === undefined
+        ? newer.find((f) => sha256File(f.file, buffer) !== f.sha)
+        : undefined;
+      if (gone === undefined && changed === undefined) {
         present++;
         for (const f of files) expected.add(f.file!);
         if (cell >= 0) setPresent(store, cell, intent, recorded);
         continue;
       }
-      notPresent++;
+      if (changed !== undefined) recordedChanged++;
+      else notPresent++;
       missing.add(position);
       // Its other files are still the block's own (the rebuild replaces them), not unexpected.
       for (const f of files) if (f.file !== null) expected.add(f.file);
       appends.push({
         t: "drop",
         index: intent.index,
-        why: `output missing: ${gone.file ?? "an output no longer declared"}`,
+        why: changed !== undefined
+          ? `output changed since it was recorded: ${changed.file}`
+          : `output missing: ${gone?.file ?? "an output no longer declared"}`,
       });
     } else {
       const whole = files.every((f) =>
@@ -192,6 +214,7 @@ export function reconcileTask(
       recordedAndPresent: present,
       adopted,
       recordedNotPresent: notPresent,
+      recordedChanged,
       rolledBack,
       neverBuilt,
       reset: reset.size,
@@ -236,6 +259,9 @@ function setContent(store: ReconcileStore, cell: number, intent: IntentRecord): 
   }
 }
 
+/** Slack for the clocks of the node that recorded a block and of the file server. */
+const CLOCK_SLACK_MS = 2_000;
+
 function sizeMatches(file: string, size: number): boolean {
   const found = pathSize(file);
   return found === A_FOLDER || found === size;
@@ -253,13 +279,19 @@ export function sweepStaging(plans: readonly OutputPlan[], taskId: string): numb
       continue;
     }
     for (const run of runs) {
+      // A live run's staging (this run's own, or another task's run) is never swept.
+      if (liveOwner(path.join(staging, run)) !== null) continue;
       const mine = path.join(staging, run, taskId);
       try {
         removed += leftoverBlocks(mine);
+        fs.rmSync(mine, { recursive: true, force: true });
       } catch {
-        continue;
+        // nothing of this task's there
       }
-      fs.rmSync(mine, { recursive: true, force: true });
+      const left = fs.readdirSync(path.join(staging, run));
+      if (left.length === 1 && left[0] === OWNER_FILE) {
+        fs.rmSync(path.join(staging, run, OWNER_FILE), { force: true });
+      }
       removeIfEmpty(path.join(staging, run));
     }
     removeIfEmpty(staging);
@@ -372,6 +404,7 @@ export function describeReconcile(s: ReconcileSummary): string {
   };
   add(s.adopted, "adopted (complete but unrecorded: a run stopped between rename and record)");
   add(s.recordedNotPresent, "recorded but missing (rebuilt)");
+  add(s.recordedChanged, "recorded but changed since (rebuilt)");
   add(s.rolledBack, "rolled back (a commit cut short)");
   add(s.neverBuilt, "never built");
   add(s.reset, "reset (run again)");

@@ -18,6 +18,7 @@ import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { TrackingSession } from "../tracking/session.ts";
 import { OutputCommitter } from "./committer.ts";
 import { ManifestWriter } from "./manifest.ts";
+import { claimOutputFolders } from "./output_owners.ts";
 import { writeOutputLocations } from "./output_locations.ts";
 import {
   checkOutputWritable,
@@ -159,6 +160,15 @@ export class RunOutputs implements CompletionSink {
       for (const plan of planned) checkOutputWritable(task.id, plan);
       return planned;
     });
+    // This run owns its output folders before anything there is swept or staged.
+    claimOutputFolders(
+      session.runId,
+      pipeline.tasks.flatMap((task, t) =>
+        plans[t]!.length === 0
+          ? []
+          : [{ taskId: task.id, store: session.store(t)!.path, plans: plans[t]! }]
+      ),
+    );
     const manifests: (ManifestWriter | null)[] = [];
     const summaries: ReconcileSummary[] = [];
     const missing: ReadonlySet<number>[] = [];

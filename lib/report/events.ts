@@ -339,6 +339,7 @@ export function createEventLog(
           recorded_and_present: s.recordedAndPresent,
           adopted: s.adopted,
           recorded_not_present: s.recordedNotPresent,
+          recorded_changed: s.recordedChanged,
           rolled_back: s.rolledBack,
           never_built: s.neverBuilt,
           reset: s.reset,

@@ -30,12 +30,22 @@ export interface FolderEntry {
 
 interface FileScan {
   pathSize(file: string): number;
+  /** The modification time (ms since the epoch) of the file the last `pathSize` found. */
+  lastModifiedMs(): number;
   list(folder: string): FolderEntry[] | null;
 }
 
 /** The byte size of a regular file (following symbolic links), A_FOLDER, or NOT_A_FILE. */
 export function pathSize(file: string): number {
   return scanner().pathSize(file);
+}
+
+/**
+ * The modification time (ms since the epoch) of the regular file or folder the last
+ * `pathSize` call found (read by the same system call; NaN after a path that was neither).
+ */
+export function lastModifiedMs(): number {
+  return scanner().lastModifiedMs();
 }
 
 /** A folder's entries (without "." and ".."), or null when it cannot be listed. */
@@ -90,17 +100,22 @@ export function fileScanKind(): "deno-ffi" | "node-fs" {
   return scanner() === NODE_FS ? "node-fs" : "deno-ffi";
 }
 
+let nodeModified = Number.NaN;
+
 const NODE_FS: FileScan = {
   pathSize(file) {
     let stat: fs.Stats | undefined;
+    nodeModified = Number.NaN;
     try {
       stat = fs.statSync(file, { throwIfNoEntry: false });
     } catch {
       return NOT_A_FILE;
     }
     if (stat === undefined) return NOT_A_FILE;
+    nodeModified = stat.mtimeMs;
     return stat.isFile() ? stat.size : stat.isDirectory() ? A_FOLDER : NOT_A_FILE;
   },
+  lastModifiedMs: () => nodeModified,
   list(folder) {
     try {
       return fs.readdirSync(folder, { withFileTypes: true }).map((e) => ({
@@ -132,7 +147,7 @@ interface DenoScanSymbols {
 
 const AT_FDCWD = -100;
 const AT_SYMLINK_NOFOLLOW = 0x100;
-const STATX_TYPE_AND_SIZE = 0x001 | 0x200;
+const STATX_TYPE_AND_SIZE = 0x001 | 0x200 | 0x040; // STATX_TYPE | STATX_SIZE | STATX_MTIME
 const O_RDONLY_DIRECTORY_CLOEXEC = 0o200000 | 0o2000000;
 const S_IFMT = 0xf000;
 const S_IFDIR = 0x4000;
@@ -187,13 +202,19 @@ function denoFfiScan(): FileScan | null {
     return statView.getUint16(0x1c, true) & S_IFMT;
   };
 
+  let modified = Number.NaN;
   return {
     pathSize(file) {
       const mode = statMode(file, 0);
+      // stx_mtime: seconds (i64) at 0x70, nanoseconds (u32) at 0x78.
+      modified = mode === S_IFDIR || mode === S_IFREG
+        ? Number(statView.getBigInt64(0x70, true)) * 1000 + statView.getUint32(0x78, true) / 1e6
+        : Number.NaN;
       if (mode === S_IFDIR) return A_FOLDER;
       if (mode !== S_IFREG) return NOT_A_FILE;
       return Number(statView.getBigUint64(0x28, true));
     },
+    lastModifiedMs: () => modified,
     list(folder) {
       const c = cString(folder);
       if (c === null) return null;
