@@ -25,6 +25,8 @@ import {
   startPeer,
 } from "./fixtures/python_peer.ts";
 import { PYTHON_CLIENT_SOURCE } from "../lib/remote/python_client_source.ts";
+import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_server.ts";
+import { encodeFrame } from "../lib/execute/protocol/frames.ts";
 import { embeddedModule } from "../workers/python/embed.ts";
 import { type LayoutSpec, TaskLayout } from "../lib/blocks/mod.ts";
 import { makeBlock } from "../lib/execute/block.ts";
@@ -729,5 +731,52 @@ describe("the Python client of a local run that died", () => {
     const took = Date.now() - killedAt;
     if (running(pid)) process.kill(pid, "SIGKILL");
     assert.ok(took < 2000, `the worker outlived its run by ${took} ms`);
+  });
+});
+
+describe("the Python client of a busy scheduler", () => {
+  it("comes back when told the scheduler is busy, and is admitted", SLOW, async () => {
+    const secret = "b".repeat(64);
+    const slot = "0123456789abcdef";
+    const log: string[] = [];
+    const server = await WorkerServer.start({
+      listen: { host: "127.0.0.1", port: 0 },
+      secret,
+      log: (m) => log.push(m),
+    });
+    let admitted = 0;
+    server.expect(slot, (channel) => {
+      admitted++;
+      channel.write(encodeFrame({ kind: "stop" }));
+      return true;
+    });
+    // Idle connections from this address hold every handshake slot it may have (for 2 s).
+    const idle = Array.from(
+      { length: MAX_HANDSHAKES_PER_ADDRESS },
+      () => net.connect({ host: "127.0.0.1", port: server.address.port }).on("error", () => {}),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Not spawnSync: the server answers on this thread's event loop.
+    const child = spawn(PYTHON, [CLIENT_FILE], {
+      env: {
+        ...process.env,
+        BLOCKWISE_SECRET: secret,
+        BLOCKWISE_WORKER_SLOT: slot,
+        BLOCKWISE_CONNECT: `127.0.0.1:${server.address.port}`,
+      },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (t: string) => (stderr += t));
+    const status = await withTimeout(
+      new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code))),
+      30_000,
+      "the Python worker to end",
+    );
+    for (const c of idle) c.destroy();
+    await server.close();
+    assert.equal(status, 0, stderr);
+    assert.match(stderr, /The scheduler is busy \(refused: busy: .*\); connecting again in \d+ ms/);
+    assert.equal(admitted, 1, log.join("\n"));
   });
 });

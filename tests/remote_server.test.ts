@@ -29,6 +29,7 @@ import {
   writeSecretFile,
 } from "../lib/remote/auth.ts";
 import { WorkerServer } from "../lib/remote/worker_server.ts";
+import { runRemoteWorker } from "../lib/remote/remote_worker.ts";
 import { parseHostPort } from "../lib/remote/address.ts";
 import { socketChannel } from "../lib/execute/byte_channel.ts";
 import { serveWorker } from "../lib/execute/worker_relay.ts";
@@ -51,7 +52,9 @@ after(async () => {
   for (const s of servers) await s.close();
 });
 
-async function startServer(options: { maxHandshakes?: number } = {}): Promise<Rig> {
+async function startServer(
+  options: { maxHandshakes?: number; realDeadlines?: boolean } = {},
+): Promise<Rig> {
   const secret = newSecret();
   const log: string[] = [];
   const claimed: { slot: string; host: string }[] = [];
@@ -60,11 +63,13 @@ async function startServer(options: { maxHandshakes?: number } = {}): Promise<Ri
     listen: { host: "127.0.0.1", port: 0 },
     secret,
     log: (m) => log.push(m),
-    deadline: (_ms, expire) => {
-      deadlines.add(expire);
-      return () => deadlines.delete(expire);
-    },
-    ...options,
+    ...(options.realDeadlines === true ? {} : {
+      deadline: (_ms: number, expire: () => void) => {
+        deadlines.add(expire);
+        return () => deadlines.delete(expire);
+      },
+    }),
+    ...(options.maxHandshakes === undefined ? {} : { maxHandshakes: options.maxHandshakes }),
   });
   servers.push(server);
   server.expect(SLOT, (channel, hello) => {
@@ -299,6 +304,68 @@ describe("worker server handshake", () => {
     const good = await handshake(rig, rig.secret);
     await good.frame("stop");
     good.socket.destroy();
+  });
+});
+
+describe("idle connections", () => {
+  it("from one address hold at most 16 handshake slots; the next is told to come back", async () => {
+    const rig = await startServer();
+    const idle = Array.from({ length: 16 }, () => new Client(rig.server.address.port));
+    await Promise.all(idle.map((c) => c.connected()));
+    const next = new Client(rig.server.address.port);
+    await next.connected();
+    const error = await next.frame("error");
+    assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
+    assert.match(
+      errorText(error),
+      /busy: 16 other connections from 127\.0\.0\.1 are still in their handshake; connect again later/,
+    );
+    for (const c of idle) c.socket.destroy();
+  });
+
+  it("are dropped when they send no hello within 2 s", async () => {
+    const rig = await startServer({ realDeadlines: true });
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    const started = Date.now();
+    await c.closed;
+    assert.ok(Date.now() - started < 4_000);
+    await refusedWith(rig, /no hello within 2 s/);
+  });
+
+  it("refused by the hundred are logged at a bounded rate, then summed up", async () => {
+    const rig = await startServer({ maxHandshakes: 1 });
+    const holder = new Client(rig.server.address.port);
+    await holder.connected();
+    const refused = Array.from({ length: 60 }, () => new Client(rig.server.address.port));
+    await Promise.all(refused.map((c) => c.closed));
+    const lines = rig.log.filter((l) => l.startsWith("Refused a worker connection"));
+    assert.equal(lines.length, 10, rig.log.join("\n"));
+    await rig.server.close();
+    assert.ok(
+      rig.log.some((l) => /^\.\.\. and 50 more refused worker connections within 10 s/.test(l)),
+      rig.log.join("\n"),
+    );
+    holder.socket.destroy();
+  });
+
+  it("do not keep a worker out: a worker told the scheduler is busy comes back and is admitted", async () => {
+    const rig = await startServer({ realDeadlines: true });
+    const idle = Array.from({ length: 16 }, () => new Client(rig.server.address.port));
+    await Promise.all(idle.map((c) => c.connected()));
+    const log: string[] = [];
+    const end = await runRemoteWorker({
+      connect: `127.0.0.1:${rig.server.address.port}`,
+      env: { BLOCKWISE_SECRET: rig.secret, BLOCKWISE_WORKER_SLOT: SLOT },
+      log: (m) => log.push(m),
+    });
+    assert.equal(end.stopped, true, `${end.reason}\n${log.join("\n")}`);
+    assert.ok(
+      log.some((l) => /The scheduler is busy; connecting again in \d+ ms/.test(l)),
+      log.join("\n"),
+    );
+    assert.equal(rig.claimed.length, 1);
+    for (const c of idle) c.socket.destroy();
   });
 });
 

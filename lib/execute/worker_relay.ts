@@ -60,6 +60,8 @@ export interface RelayOptions {
 export interface RelayEnd {
   readonly stopped: boolean;
   readonly reason: string;
+  /** The scheduler refused the connection for being busy: connect again later. */
+  readonly retry?: boolean;
 }
 
 /** Serve one scheduler until the stream ends; resolves with how it ended. */
@@ -85,6 +87,7 @@ class Relay implements ExecutorEvents {
   #stopped = false;
   #blocksDone = 0;
   #secondsDone = 0;
+  #retry = false;
 
   constructor(options: RelayOptions, resolve: (end: RelayEnd) => void) {
     this.#o = options;
@@ -161,6 +164,7 @@ class Relay implements ExecutorEvents {
       if (message.kind === "challenge") return this.#answer(message.nonce, message.proof);
       if (message.kind === "error") {
         this.#o.log?.(`The scheduler refused this worker: ${message.message}`);
+        this.#retry = message.retry === true;
         this.#o.channel.close();
         return;
       }
@@ -301,7 +305,7 @@ class Relay implements ExecutorEvents {
     this.#closed = true;
     this.#stopHeartbeat?.();
     this.#executor?.kill();
-    this.#resolve({ stopped: this.#stopped, reason });
+    this.#resolve({ stopped: this.#stopped, reason, ...(this.#retry ? { retry: true } : {}) });
   }
 }
 

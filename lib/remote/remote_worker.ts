@@ -19,6 +19,8 @@ import { jobEndTime, walltimeMargin } from "./walltime.ts";
 
 /** How long a worker keeps trying to reach its scheduler. */
 const CONNECT_PATIENCE_MS = 30_000;
+/** How long a worker keeps coming back to a scheduler that says it is busy. */
+const BUSY_PATIENCE_MS = 120_000;
 
 export interface RemoteWorkerOptions {
   /** `--connect`, else BLOCKWISE_CONNECT. */
@@ -47,15 +49,25 @@ export async function runRemoteWorker(options: RemoteWorkerOptions): Promise<Rel
   }
   const secret = secretFromEnvironment(env);
   const endsAt = jobEndTime(env);
-  const socket = await connectWithRetry(address, options.log);
-  options.log(`Connected to the scheduler at ${formatAddress(address)}`);
-  return await serveWorker({
-    channel: socketChannel(socket),
-    client: versionLine(),
-    auth: { secret, slot },
-    log: options.log,
-    ...(endsAt === null ? {} : { walltime: { endsAt, marginSeconds: walltimeMargin(env) } }),
-  });
+  // A scheduler busy with other connections' handshakes says so: come back, not a crash.
+  const deadline = Date.now() + BUSY_PATIENCE_MS;
+  let wait = 250;
+  for (;;) {
+    const socket = await connectWithRetry(address, options.log);
+    options.log(`Connected to the scheduler at ${formatAddress(address)}`);
+    const end = await serveWorker({
+      channel: socketChannel(socket),
+      client: versionLine(),
+      auth: { secret, slot },
+      log: options.log,
+      ...(endsAt === null ? {} : { walltime: { endsAt, marginSeconds: walltimeMargin(env) } }),
+    });
+    if (end.retry !== true || Date.now() + wait > deadline) return end;
+    const pause = wait / 2 + Math.random() * wait / 2; // jitter: refused workers spread out
+    options.log(`The scheduler is busy; connecting again in ${Math.round(pause)} ms`);
+    await new Promise((r) => setTimeout(r, pause));
+    wait = Math.min(2 * wait, 5_000);
+  }
 }
 
 async function connectWithRetry(

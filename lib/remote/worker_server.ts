@@ -2,9 +2,12 @@
  * Where remote workers connect: a TCP listener that admits a connection only after the worker
  * proves it knows the run's secret (HMAC challenge-response, `auth.ts`) and claims a slot the
  * run launched a worker for. Everything before that is a stranger: frames are capped small, the
- * whole handshake has a deadline (a slow-loris client is dropped), the number of connections
- * still in their handshake is bounded, and every refusal is logged and closed without touching
- * the run. An admitted connection is handed to the executor that waits on its slot.
+ * whole handshake has a deadline (a slow-loris client is dropped) and so has its first frame
+ * (an idle connection is dropped within HELLO_MS), the number of connections still in their
+ * handshake is bounded in all and per address (so that idle connections from one address cannot
+ * starve the workers), a connection refused for that is told to come back (the worker retries
+ * with backoff; it is not a crash), and refusals are logged at a bounded rate, closed without
+ * touching the run. An admitted connection is handed to the executor that waits on its slot.
  */
 
 import * as net from "node:net";
@@ -22,11 +25,16 @@ import {
 } from "../execute/protocol/messages.ts";
 import { isNonce, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
 import type { HostPort } from "./address.ts";
+import { RateLimitedLog } from "./log_limit.ts";
 
 /** Frames before authentication are small: a hello and an auth fit easily. */
 export const HANDSHAKE_FRAME_CAP = 16 * 1024;
 export const DEFAULT_HANDSHAKE_MS = 10_000;
 export const DEFAULT_MAX_HANDSHAKES = 64;
+/** Connections from one address in their handshake at once. */
+export const MAX_HANDSHAKES_PER_ADDRESS = 16;
+/** A connection that sent no hello by then is dropped (it holds a handshake slot). */
+export const HELLO_MS = 2_000;
 
 /** Hands an admitted connection over; returns false when nobody wants it any more. */
 export type SlotClaim = (channel: ByteChannel, hello: HelloMessage) => boolean;
@@ -52,11 +60,14 @@ export class WorkerServer {
   readonly #server: net.Server;
   readonly #slots = new Map<string, SlotClaim>();
   readonly #handshakes = new Set<net.Socket>();
+  readonly #perAddress = new Map<string, number>();
+  readonly #refusals: RateLimitedLog;
   #refused = 0;
 
   private constructor(options: WorkerServerOptions, server: net.Server) {
     this.#o = options;
     this.#server = server;
+    this.#refusals = new RateLimitedLog(options.log, "refused worker connections");
     server.on("connection", (socket) => this.#accept(socket));
   }
 
@@ -97,19 +108,31 @@ export class WorkerServer {
   close(): Promise<void> {
     for (const socket of this.#handshakes) socket.destroy();
     this.#handshakes.clear();
+    this.#refusals.flush();
     this.#slots.clear();
     return new Promise((resolve) => this.#server.close(() => resolve()));
   }
 
   #accept(socket: net.Socket): void {
-    const peer = `${socket.remoteAddress ?? "?"}:${socket.remotePort ?? "?"}`;
+    const address = socket.remoteAddress ?? "?";
+    const peer = `${address}:${socket.remotePort ?? "?"}`;
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
-    if (this.#handshakes.size >= max) {
-      this.#refuse(socket, peer, `${max} other connections are still in their handshake`, false);
+    const fromHere = this.#perAddress.get(address) ?? 0;
+    if (this.#handshakes.size >= max || fromHere >= MAX_HANDSHAKES_PER_ADDRESS) {
+      const why = this.#handshakes.size >= max
+        ? `busy: ${max} other connections are still in their handshake`
+        : `busy: ${fromHere} other connections from ${address} are still in their handshake`;
+      this.#refuse(socket, peer, `${why}; connect again later`, true, true);
       return;
     }
     socket.setNoDelay(true);
     this.#handshakes.add(socket);
+    this.#perAddress.set(address, fromHere + 1);
+    socket.once("close", () => {
+      const left = (this.#perAddress.get(address) ?? 1) - 1;
+      if (left <= 0) this.#perAddress.delete(address);
+      else this.#perAddress.set(address, left);
+    });
     const ms = this.#o.handshakeMs ?? DEFAULT_HANDSHAKE_MS;
     new Handshake(socket, this.#o.secret, ms, this.#o.deadline ?? realDeadline, {
       admitted: (hello) => this.#admit(socket, peer, hello),
@@ -138,12 +161,15 @@ export class WorkerServer {
     }
   }
 
-  #refuse(socket: net.Socket, peer: string, why: string, tell: boolean): void {
+  #refuse(socket: net.Socket, peer: string, why: string, tell: boolean, retry = false): void {
     this.#handshakes.delete(socket);
     this.#refused++;
-    this.#o.log(`Refused a worker connection from ${peer}: ${why}`);
+    this.#refusals.line(`Refused a worker connection from ${peer}: ${why}`);
     if (tell && !socket.destroyed) {
-      socket.end(encodeFrame({ kind: "error", message: `refused: ${why}` }));
+      socket.on("error", () => {}); // a peer gone already: nothing to tell
+      socket.end(
+        encodeFrame({ kind: "error", message: `refused: ${why}`, ...(retry ? { retry } : {}) }),
+      );
       setTimeout(() => socket.destroy(), 1000).unref?.();
     } else socket.destroy();
   }
@@ -184,10 +210,17 @@ class Handshake {
     this.#socket = socket;
     this.#secret = secret;
     this.#end = end;
-    this.#cancelDeadline = deadline(
+    const whole = deadline(
       ms,
       () => this.#finish(null, `no complete handshake within ${ms / 1000} s`),
     );
+    const hello = deadline(Math.min(HELLO_MS, ms), () => {
+      if (this.#hello === null) this.#finish(null, `no hello within ${HELLO_MS / 1000} s`);
+    });
+    this.#cancelDeadline = () => {
+      whole();
+      hello();
+    };
     socket.on("data", this.#onData);
     socket.on("close", this.#onClose);
     socket.on("error", () => {}); // "close" follows and refuses

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import posixpath
+import random
 import re
 import secrets
 import select
@@ -33,6 +34,7 @@ PROTOCOL = 1
 CLIENT = "blockwise-python 1 (python %d.%d.%d)" % sys.version_info[:3]
 HEARTBEAT_SECONDS = 1.0
 CONNECT_PATIENCE_SECONDS = 30.0
+BUSY_PATIENCE_SECONDS = 120.0
 MIN_WALLTIME_MARGIN = 60.0
 FLUSH_AFTER_SECONDS = 0.005
 FLUSH_AFTER_BLOCKS = 512
@@ -52,6 +54,10 @@ HEADER = struct.Struct("<IB")
 U32 = struct.Struct("<I")
 RESULTS_HEAD = struct.Struct("<IBIId")
 HEARTBEAT_FRAME = struct.Struct("<IBdd")
+
+
+class Busy(Exception):
+    """The scheduler refused the connection for being busy: connect again later."""
 
 
 class SessionEnd(Exception):
@@ -706,7 +712,10 @@ class Session(object):
                                "nonce": nonce})
         kind, body = self.wait_frame()
         if kind == ERROR:
-            raise SessionEnd("The scheduler refused this worker: %s" % json.loads(body)["message"])
+            refusal = json.loads(body)
+            if refusal.get("retry") is True:
+                raise Busy(refusal["message"])
+            raise SessionEnd("The scheduler refused this worker: %s" % refusal["message"])
         if kind != CHALLENGE:
             self.refuse("the scheduler sent frame type 0x%02x before the handshake" % kind)
         challenge = json.loads(body)
@@ -1194,13 +1203,27 @@ def main(argv):
         host, port = parse_address(target)
         end = job_end(env)
         walltime = None if end is None else (end, walltime_margin(env))
-        sock = connect(host, port, env)
+        # A scheduler busy with other connections' handshakes says so: come back, not a crash.
+        busy_until = time.monotonic() + BUSY_PATIENCE_SECONDS
+        wait = 0.25
+        while True:
+            sock = connect(host, port, env)
+            session = Session(sock, slot, secret, walltime)
+            try:
+                session.serve()
+                break
+            except Busy as busy:
+                sock.close()
+                if time.monotonic() + wait > busy_until:
+                    raise SessionEnd("The scheduler stayed busy for %d s: %s"
+                                     % (BUSY_PATIENCE_SECONDS, busy))
+                pause = wait / 2 + random.random() * wait / 2
+                log("The scheduler is busy (%s); connecting again in %d ms" % (busy, pause * 1000))
+                time.sleep(pause)
+                wait = min(2 * wait, 5.0)
     except Refusal as refusal:
         log(str(refusal))
         return 2
-    session = Session(sock, slot, secret, walltime)
-    try:
-        session.serve()
     except SessionEnd as end_:
         log("The session ended: %s" % end_)
         return end_.code

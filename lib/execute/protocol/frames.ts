@@ -45,7 +45,12 @@ export const enum FrameType {
 export type SessionFrame =
   | { readonly kind: "challenge"; readonly nonce: string; readonly proof: string }
   | { readonly kind: "auth"; readonly mac: string }
-  | { readonly kind: "error"; readonly message: string };
+  | {
+    readonly kind: "error";
+    readonly message: string;
+    /** The scheduler is busy (too many connections in their handshake): connect again later. */
+    readonly retry?: boolean;
+  };
 
 const JSON_TYPES: Readonly<Record<string, FrameType>> = {
   hello: FrameType.Hello,
@@ -238,7 +243,11 @@ function parseSession(value: Record<string, unknown>): SessionFrame | null {
   };
   if (kind === "challenge") return { kind, nonce: text("nonce"), proof: text("proof") };
   if (kind === "auth") return { kind, mac: text("mac") };
-  if (kind === "error") return { kind, message: text("message") };
+  if (kind === "error") {
+    return value["retry"] === true
+      ? { kind, message: text("message"), retry: true }
+      : { kind, message: text("message") };
+  }
   return null;
 }
 
