@@ -149,6 +149,20 @@ export const sameNames: Same<
 `;
 }
 
+/** A folder `name` in `dir` whose deno.json has the repository's strict compiler options. */
+function strictFolder(dir: string, name: string): string {
+  const folder = join(dir, name);
+  mkdirSync(folder);
+  const config = JSON.parse(readFileSync(join(REPO, "deno.json"), "utf8")) as {
+    compilerOptions: unknown;
+  };
+  writeFileSync(
+    join(folder, "deno.json"),
+    JSON.stringify({ compilerOptions: config.compilerOptions, nodeModulesDir: "manual" }),
+  );
+  return folder;
+}
+
 interface CheckResult {
   status: number | null;
   output: string;
@@ -220,15 +234,7 @@ describe("PIPELINE_DECLARATIONS", () => {
     "is assignment-compatible with TaskDefinition under the repository's strict options",
     SLOW,
     () => {
-      const compat = join(dir, "compat");
-      mkdirSync(compat);
-      const config = JSON.parse(readFileSync(join(REPO, "deno.json"), "utf8")) as {
-        compilerOptions: unknown;
-      };
-      writeFileSync(
-        join(compat, "deno.json"),
-        JSON.stringify({ compilerOptions: config.compilerOptions }),
-      );
+      const compat = strictFolder(dir, "compat");
       const specUrl = pathToFileURL(join(REPO, "lib", "pipeline", "spec.ts")).href;
       writeFileSync(join(compat, "compat.ts"), compatSource(specUrl));
       const result = denoCheck(compat, "compat.ts");
@@ -237,15 +243,7 @@ describe("PIPELINE_DECLARATIONS", () => {
   );
 
   it("declares the blockwise helper module as lib/helpers implements it", SLOW, () => {
-    const compat = join(dir, "helpers_compat");
-    mkdirSync(compat);
-    const config = JSON.parse(readFileSync(join(REPO, "deno.json"), "utf8")) as {
-      compilerOptions: unknown;
-    };
-    writeFileSync(
-      join(compat, "deno.json"),
-      JSON.stringify({ compilerOptions: config.compilerOptions, nodeModulesDir: "manual" }),
-    );
+    const compat = strictFolder(dir, "helpers_compat");
     const helpersUrl = pathToFileURL(join(REPO, "lib", "helpers", "mod.ts")).href;
     writeFileSync(join(compat, "compat.ts"), helperCompatSource(helpersUrl));
     const result = denoCheck(compat, "compat.ts");
