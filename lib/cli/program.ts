@@ -24,6 +24,7 @@ import { migrateCommand } from "./migrate.ts";
 import { acceptCommand, type AcceptOptions } from "./accept.ts";
 import { verifyCommand, type VerifyOptions } from "./verify.ts";
 import { workerCommand, type WorkerCommandOptions } from "./worker.ts";
+import { initCommand } from "./init.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const version = `${versionLine()}\n${carriedModulesLine()}`;
@@ -238,6 +239,14 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .option("--serial", "run the demo in the main thread")
     .action(async (opts: { dir: string; serial?: boolean }) => {
       setExitCode(await demoCommand(opts));
+    });
+
+  sub("init")
+    .description("write a starter pipeline (every field shown) and a .gitignore into DIR")
+    .argument("[dir]", "where to write them (default: this folder; created if missing)")
+    .option("--python", "a pipeline whose process function is Python (task.py)")
+    .action((dir: string | undefined, opts: { python?: boolean }) => {
+      setExitCode(initCommand(dir, opts));
     });
 
   sub("migrate")
