@@ -273,9 +273,9 @@ export default { tasks: [{ id: "t", totalRoi: { offset: [0], shape: [4] }, readR
   }
 });
 
-describe("README: Scripting without npm", () => {
-  const readme = fs.readFileSync(path.join(REPO_ROOT, "README.md"), "utf8");
-  const section = readme.slice(readme.indexOf("### Scripting without npm"));
+describe("the guide's Scripting without npm", () => {
+  const readme = fs.readFileSync(path.join(REPO_ROOT, "docs", "guide", "javascript.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Scripting without npm"));
   const blocks = [...section.matchAll(/```(\w*)\n([\s\S]*?)```/g)].slice(0, 3);
 
   it("shows examples/compressed_zarr/pipeline.mjs exactly", () => {
