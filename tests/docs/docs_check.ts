@@ -111,8 +111,18 @@ function trimBlank(lines: string[]): string[] {
   return lines;
 }
 
+/** What a run printed, as a page shows it: the resource tables (figures of this machine) as `...`. */
+export function asShown(raw: string): string[] {
+  const lines = trimBlank(raw.split("\n").map((l) => l.trimEnd()));
+  const start = lines.indexOf("Resource utilization");
+  if (start < 0) return lines;
+  let end = start;
+  while (end < lines.length && lines[end] !== "Execution summary") end++;
+  return [...lines.slice(0, start), "...", ...lines.slice(end)];
+}
+
 /** Runs a page's commands in a fresh folder; returns the failures, described. */
-export function checkPage(page: DocPage): string[] {
+export function checkPage(page: DocPage, printed?: Map<number, string>): string[] {
   if (page.commands.length === 0) return [];
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-docs-"));
   const bin = path.join(scratch, ".bin");
@@ -142,6 +152,7 @@ export function checkPage(page: DocPage): string[] {
   for (let k = 1; k < pieces.length; k += 2) actual.set(Number(pieces[k]), pieces[k + 1] ?? "");
   const failures: string[] = [];
   page.commands.forEach((c, i) => {
+    printed?.set(c.line, actual.get(i) ?? "");
     const got = trimBlank(normalise(actual.get(i) ?? "").split("\n"));
     const want = trimBlank(normalise(c.expected.join("\n")).split("\n"));
     if (matches(want, got)) return;
@@ -165,6 +176,17 @@ export function docPages(): string[] {
   ];
 }
 
+function updatePage(file: string, page: DocPage, printed: Map<number, string>): void {
+  const lines = fs.readFileSync(file, "utf8").split("\n");
+  // From the end, so that the line numbers before stay right.
+  for (const c of [...page.commands].reverse()) {
+    const text = printed.get(c.line);
+    if (text === undefined) continue;
+    lines.splice(c.line, c.expected.length, ...asShown(text));
+  }
+  fs.writeFileSync(file, lines.join("\n"));
+}
+
 if (import.meta.main) {
   const only = process.argv.slice(2);
   let commands = 0;
@@ -178,7 +200,13 @@ if (import.meta.main) {
       continue;
     }
     commands += page.commands.length;
-    failures.push(...checkPage(page));
+    const printed = new Map<number, string>();
+    const found = checkPage(page, printed);
+    failures.push(...found);
+    // For writing a page: DOCS_CHECK_UPDATE=1 puts what each differing command printed in it.
+    if (found.length > 0 && process.env["DOCS_CHECK_UPDATE"] === "1") {
+      updatePage(file, page, printed);
+    }
   }
   for (const f of failures) process.stderr.write(`${f}\n\n`);
   if (unchecked.length > 0) {
