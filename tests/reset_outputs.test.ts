@@ -36,7 +36,7 @@ describe("reset of a task with outputs", () => {
     const human = await runCli(["status", store]);
     assert.match(
       human.stdout,
-      /pending {4}4 \(4 of them reset by blockwise reset: they run again\)/,
+      /reset {6}4 blocks reset by blockwise reset: the next run rebuilds them/,
     );
     const plan = await planBlocks(dir);
     for (const id of [0, 1, 2, 3]) assert.equal(plan.why[`a${id}`], "reset (blockwise reset)");

@@ -91,14 +91,16 @@ export function formatStoreReport(r: StoreReport): string[] {
     `${formatCount(r.failed)}` +
       (r.failed_attempts > 0 ? ` (${plural(r.failed_attempts, "failed attempt")} in all)` : ""),
   );
+  field("pending", formatCount(r.pending));
   const reset = r.outputs?.reset_blocks ?? 0;
-  field(
-    "pending",
-    formatCount(r.pending) +
-      (reset > 0
-        ? ` (${formatCount(reset)} of them reset by blockwise reset: they run again)`
-        : ""),
-  );
+  if (reset > 0) {
+    field(
+      "reset",
+      `${plural(reset, "block")} reset by blockwise reset: the next run rebuilds ${
+        reset === 1 ? "it" : "them"
+      }`,
+    );
+  }
   if (r.outputs !== null) field("outputs", formatOutputs(r.outputs));
   let runs = r.runs === 0 ? "none recorded" : formatCount(r.runs);
   const last = r.last_run;
