@@ -4,7 +4,8 @@
  *
  * A session is a fenced block whose first line starts with `$ `: each `$ ` line is a command
  * (run by bash, stdout and stderr together), the lines after it until the next command are what
- * it prints. A page's sessions run in order in one fresh folder holding a copy of examples/,
+ * it prints. A page's sessions run in order in one fresh folder holding a copy of examples/ (and
+ * tests/fixtures, linked),
  * with `blockwise` on PATH (these sources, under Bun); `<!-- docs:check dir=/tmp/x -->` on the
  * page names the folder the page shows, and the real one is written so in what is compared.
  *
@@ -135,6 +136,9 @@ export function checkPage(page: DocPage, printed?: Map<number, string>): string[
   );
   const work = path.join(scratch, "work");
   fs.cpSync(path.join(REPO, "examples"), path.join(work, "examples"), { recursive: true });
+  // Test fixtures the guide names (tests/fixtures/masks/...), as they are in the repository.
+  fs.mkdirSync(path.join(work, "tests"));
+  fs.symlinkSync(path.join(REPO, "tests", "fixtures"), path.join(work, "tests", "fixtures"));
   const marker = `@@docs-check-${process.pid}@@`;
   const script = page.commands.map((c, i) => `printf '%s\\n' '${marker}${i}'\n${c.command} 2>&1`)
     .join("\n");
