@@ -31,6 +31,8 @@ export interface DocCommand {
   readonly line: number;
   readonly command: string;
   readonly expected: readonly string[];
+  /** The indent of its block (a block in a list item). */
+  readonly indent: number;
 }
 
 /** A page's sessions, in order, and the folder it shows. */
@@ -49,18 +51,24 @@ export function parsePage(file: string, text: string): DocPage {
   const dir = directive?.[1] ?? "/tmp/blockwise-docs";
   const commands: DocCommand[] = [];
   for (let i = 0; i < lines.length; i++) {
-    if (!lines[i]!.startsWith("```")) continue;
+    const fence = /^( *)```/.exec(lines[i]!);
+    if (fence === null) continue;
+    // A fence may be indented (in a list item): its lines lose that indent.
+    const indent = fence[1]!.length;
     const start = i;
     let end = i + 1;
-    while (end < lines.length && !lines[end]!.startsWith("```")) end++;
-    const body = lines.slice(start + 1, end);
+    while (end < lines.length && !/^ *```/.test(lines[end]!)) end++;
+    const body = lines.slice(start + 1, end).map((l) =>
+      l.slice(Math.min(indent, l.search(/\S|$/)))
+    );
     i = end;
     if (!body[0]?.startsWith("$ ")) continue;
-    let current: { line: number; command: string; expected: string[] } | null = null;
+    let current: { line: number; command: string; expected: string[]; indent: number } | null =
+      null;
     body.forEach((l, k) => {
       if (l.startsWith("$ ")) {
         if (current !== null) commands.push(current);
-        current = { line: start + 2 + k, command: l.slice(2), expected: [] };
+        current = { line: start + 2 + k, command: l.slice(2), expected: [], indent };
       } else current!.expected.push(l);
     });
     if (current !== null) commands.push(current);
@@ -186,7 +194,8 @@ function updatePage(file: string, page: DocPage, printed: Map<number, string>): 
   for (const c of [...page.commands].reverse()) {
     const text = printed.get(c.line);
     if (text === undefined) continue;
-    lines.splice(c.line, c.expected.length, ...asShown(text));
+    const shown = asShown(text).map((l) => (l === "" ? l : " ".repeat(c.indent) + l));
+    lines.splice(c.line, c.expected.length, ...shown);
   }
   fs.writeFileSync(file, lines.join("\n"));
 }
