@@ -41,13 +41,15 @@ export interface DocPage {
   readonly dir: string;
   /** The page asks to be checked (`<!-- docs:check dir=... -->`). */
   readonly checked: boolean;
+  /** `in=repo`: the sessions run in the repository itself (compile.sh), not a scratch folder. */
+  readonly inRepo: boolean;
   readonly commands: readonly DocCommand[];
 }
 
 /** The sessions of a Markdown page. */
 export function parsePage(file: string, text: string): DocPage {
   const lines = text.split("\n");
-  const directive = /<!-- docs:check dir=(\S+) -->/.exec(text);
+  const directive = /<!-- docs:check dir=(\S+)( in=repo)? -->/.exec(text);
   const dir = directive?.[1] ?? "/tmp/blockwise-docs";
   const commands: DocCommand[] = [];
   for (let i = 0; i < lines.length; i++) {
@@ -73,7 +75,7 @@ export function parsePage(file: string, text: string): DocPage {
     });
     if (current !== null) commands.push(current);
   }
-  return { file, dir, checked: directive !== null, commands };
+  return { file, dir, checked: directive !== null, inRepo: directive?.[2] !== undefined, commands };
 }
 
 /** Masks what changes from run to run; applied to both sides. */
@@ -150,15 +152,16 @@ export function checkPage(page: DocPage, printed?: Map<number, string>): string[
   const marker = `@@docs-check-${process.pid}@@`;
   const script = page.commands.map((c, i) => `printf '%s\\n' '${marker}${i}'\n${c.command} 2>&1`)
     .join("\n");
+  const cwd = page.inRepo ? REPO.replace(/\/$/, "") : work;
   const run = spawnSync("bash", ["-c", script], {
-    cwd: work,
+    cwd,
     encoding: "utf8",
     env: { ...process.env, PATH: `${bin}:${process.env["PATH"]}`, NO_COLOR: "1", TZ: "UTC" },
     timeout: 600_000,
     maxBuffer: 64 << 20,
   });
   fs.rmSync(scratch, { recursive: true, force: true });
-  const output = (run.stdout ?? "").split(work).join(page.dir);
+  const output = (run.stdout ?? "").split(cwd).join(page.dir);
   const pieces = output.split(new RegExp(`^${marker}(\\d+)\\n`, "m"));
   const actual = new Map<number, string>();
   for (let k = 1; k < pieces.length; k += 2) actual.set(Number(pieces[k]), pieces[k + 1] ?? "");
