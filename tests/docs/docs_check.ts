@@ -87,6 +87,7 @@ export function normalise(text: string, host: string = os.hostname()): string {
     .replace(/\b\d+(\.\d+)? ?(ms|s|min|h)\b/g, "<duration>")
     .replace(/\b\d+(\.\d+)? ?(B|KB|MB|GB|TB|KiB|MiB|GiB)\b/g, "<size>")
     .replace(/\bpid \d+/g, "pid <pid>")
+    .replace(/\[blockwise (python )?worker \d+\]/g, "[blockwise $1worker <pid>]")
     .replace(/(127\.0\.0\.1|0\.0\.0\.0|localhost):\d+/g, "$1:<port>")
     .split(host).join("<host>")
     .split("\n").map((l) => l.trimEnd()).join("\n");
