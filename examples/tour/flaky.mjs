@@ -14,6 +14,7 @@ export default {
       readRoi: { offset: [-8, -8], shape: [48, 48] },
       writeRoi: { offset: [0, 0], shape: [32, 32] },
       fit: "shrink",
+      readWriteConflict: false,
       maxWorkers: 2,
       process(block) {
         if (block.id === 70 && process.env.FLAKY !== "0") throw new Error("no signal in this block");

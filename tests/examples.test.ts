@@ -1,0 +1,165 @@
+/**
+ * Every pipeline in examples/ runs as the guide shows it, in a copy of its folder: its exit code
+ * and what it wrote are checked here (docs:check also compares what the guide prints).
+ */
+
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { REPO_ROOT } from "./fixtures/parallel/harness.ts";
+import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
+
+const newDir = scratchDirs("examples");
+const SLOW = { timeout: 180_000 };
+const numpy = spawnSync("python3", ["-c", "import numpy"]).status === 0;
+
+interface Example {
+  /** The pipeline file, below examples/. */
+  readonly file: string;
+  readonly exit: number;
+  readonly env?: Record<string, string>;
+  readonly needsNumpy?: boolean;
+  /** What the run must have written (relative to the copy), or said. */
+  readonly check: (dir: string, said: string) => void;
+}
+
+const count = (dir: string, sub: string) => fs.readdirSync(path.join(dir, sub)).length;
+
+const EXAMPLES: readonly Example[] = [
+  {
+    file: "pipeline.ts",
+    exit: 0,
+    check: (_dir, said) => assert.match(said, /All 1088 blocks completed\./),
+  },
+  {
+    file: "compressed_zarr/pipeline.mjs",
+    exit: 0,
+    check: (dir) => assert.equal(count(dir, "out.zarr/c/0"), 3),
+  },
+  {
+    file: "provenance/pipeline.mjs",
+    exit: 0,
+    check: (dir) => {
+      assert.equal(count(dir, "stats"), 16);
+      assert.equal(count(dir, "notes"), 16);
+      const stats = JSON.parse(fs.readFileSync(path.join(dir, "stats", "0.json"), "utf8"));
+      assert.deepEqual(stats, { block: 0, foreground: 128 });
+    },
+  },
+  {
+    file: "why_blocks_run/pipeline.mjs",
+    exit: 0,
+    check: (dir) => {
+      assert.equal(fs.readFileSync(path.join(dir, "out", "seg", "0.txt"), "utf8"), "seg 0 0.5\n");
+      assert.equal(count(dir, "out/stats"), 16);
+    },
+  },
+  {
+    file: "why_blocks_run/pipeline.mjs",
+    exit: 1,
+    env: { FAIL: "4" },
+    check: (_dir, said) => assert.match(said, /seg\/4 .*segmentation diverged at block 4/),
+  },
+  {
+    file: "temporaries/chain.mjs",
+    exit: 0,
+    check: (dir, said) => {
+      assert.match(said, /temporary: 16 deleted/);
+      assert.equal(count(dir, "labels"), 16);
+      assert.equal(fs.existsSync(path.join(dir, "affs")) ? count(dir, "affs") : 0, 0);
+    },
+  },
+  {
+    file: "tour/flaky.mjs",
+    exit: 1,
+    check: (_dir, said) => assert.match(said, /1 block failed, 4 orphaned: exit 1/),
+  },
+  {
+    file: "tour/flaky.mjs",
+    exit: 0,
+    env: { FLAKY: "0" },
+    check: (_dir, said) => assert.match(said, /All 300 blocks completed\./),
+  },
+  {
+    file: "tour/convert.mjs",
+    exit: 1,
+    check: (dir, said) => {
+      assert.match(said, /convert: cannot open in_3\.tif/);
+      assert.equal(fs.readdirSync(dir).filter((f) => f.endsWith(".png")).length, 7);
+    },
+  },
+  { file: "tour/grown.mjs", exit: 0, check: (_dir, said) => assert.match(said, /All 100 blocks/) },
+  {
+    file: "tour/tissue.mjs",
+    exit: 0,
+    check: (_dir, said) => assert.match(said, /All 1536 blocks completed\./),
+  },
+  {
+    file: "many_machines/pipeline.mjs",
+    exit: 0,
+    check: (_dir, said) => assert.match(said, /remote worker logs/),
+  },
+  {
+    file: "python_segment/pipeline.mjs",
+    exit: 1,
+    needsNumpy: true,
+    check: (_dir, said) => assert.match(said, /ValueError: block 63: no foreground/),
+  },
+  {
+    file: "python_segment/pipeline.mjs",
+    exit: 0,
+    env: { NO_FOREGROUND: "0" },
+    needsNumpy: true,
+    check: (_dir, said) => assert.match(said, /All 64 blocks completed\./),
+  },
+];
+
+describe("examples/", () => {
+  it("every pipeline file there is run below", () => {
+    const files: string[] = [];
+    const visit = (rel: string) => {
+      for (
+        const entry of fs.readdirSync(path.join(REPO_ROOT, "examples", rel), {
+          withFileTypes: true,
+        })
+      ) {
+        const sub = rel === "" ? entry.name : `${rel}/${entry.name}`;
+        if (entry.isDirectory() && !entry.name.endsWith(".zarr")) visit(sub);
+        else if (/\.(mjs|ts)$/.test(entry.name) && !entry.name.endsWith(".d.ts")) files.push(sub);
+      }
+    };
+    visit("");
+    const tested = new Set([...EXAMPLES.map((e) => e.file), "python/pipeline.ts"]);
+    assert.deepEqual(files.filter((f) => !tested.has(f)), [], "examples without a test");
+  });
+
+  for (const example of EXAMPLES) {
+    const env = Object.entries(example.env ?? {}).map(([k, v]) => `${k}=${v}`).join(" ");
+    const skip = example.needsNumpy === true && !numpy ? { skip: "python3 has no numpy" } : {};
+    it(`${example.file}${env === "" ? "" : ` with ${env}`}: exit ${example.exit}`, {
+      ...SLOW,
+      ...skip,
+    }, async () => {
+      const folder = path.dirname(path.join(REPO_ROOT, "examples", example.file));
+      const dir = newDir("copy");
+      fs.cpSync(folder, dir, { recursive: true });
+      const file = path.join(dir, path.basename(example.file));
+      const r = await runCli([
+        "run",
+        file,
+        "--tracking-dir",
+        path.join(dir, "tracking"),
+        "--no-progress",
+      ], {
+        cwd: dir,
+        env: example.env ?? {},
+        timeoutMs: 170_000,
+      });
+      assert.equal(r.code, example.exit, describeRun(r));
+      example.check(dir, r.stdout + r.stderr);
+    });
+  }
+});
