@@ -61,7 +61,7 @@ export function addMaskImportCommand(mask: Command, version: string): Command {
         "a block sticking out of the mask: skip = the outside part counts as zero voxels (default), keep = never skip it",
       ).choices(["skip", "keep"]),
     )
-    .option("--json", "print the result as JSON (see README for the schema)")
+    .option("--json", "print the result as JSON (schema: docs/guide/json-outputs.md)")
     .exitOverride()
     .action(async (source: string, opts: MaskImportCommandOptions) => {
       await maskImportCommand(source, opts);

@@ -1,7 +1,7 @@
 /**
  * `plan` against the tracking stores (`--tracking-dir`, or tasks with their own `tracking`
  * path): the words and JSON fields that say why each block would run or not
- * (lib/outputs/explain.ts decides). The JSON fields are documented in the README
+ * (lib/outputs/explain.ts decides). The JSON fields are documented in docs/guide/why-blocks-run.md
  * ("Why blocks run: plan against the stores").
  */
 

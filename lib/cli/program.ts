@@ -47,7 +47,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
   sub("plan")
     .description("show what a run would do: tasks, block counts, levels and grids")
     .argument("<pipeline>", "pipeline file (.ts or .js) whose default export lists the tasks")
-    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .option("--json", "print machine-readable JSON (schema: docs/guide/json-outputs.md)")
     .option("--blocks", "list every block with its ROIs, level and upstream blocks")
     .option(
       "--skip-mask <task=file>",
@@ -176,7 +176,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
   sub("status")
     .description("show what tracking stores recorded: done, failed and pending blocks, runs, lock")
     .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
-    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .option("--json", "print machine-readable JSON (schema: docs/guide/json-outputs.md)")
     .option("--map", "draw each task's block grid: done, failed and pending blocks")
     .option(
       "--axis <axis>",
@@ -217,7 +217,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       (value: string, previous: string[] = []) => [...previous, value],
     )
     .option("--roi <offset:shape>", "only blocks whose write ROI intersects this box")
-    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .option("--json", "print machine-readable JSON (schema: docs/guide/json-outputs.md)")
     .action(async (pipeline: string, opts: AcceptOptions) => {
       setExitCode(await acceptCommand(pipeline, opts));
     });
@@ -228,7 +228,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
     .option("--against <other>", "compare with this store or tracking directory by content hash")
-    .option("--json", "print machine-readable JSON (see README for the schema)")
+    .option("--json", "print machine-readable JSON (schema: docs/guide/json-outputs.md)")
     .action(async (target: string, opts: VerifyOptions) => {
       setExitCode(await verifyCommand(target, opts));
     });

@@ -9,7 +9,7 @@
  *
  * `--json`: `{"stores": [StoreVerification, ...]}`, or with `--against`
  * `{"comparisons": [StoreComparison, ...], "unpaired": [{task, store}], "equivalent": bool}`
- * (fields in lib/outputs/verify.ts and the README).
+ * (fields in lib/outputs/verify.ts and docs/guide/why-blocks-run.md).
  */
 
 import { formatBytes } from "../report/utilization.ts";
