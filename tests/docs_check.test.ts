@@ -5,7 +5,10 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { checkPage, matches, normalise, parsePage } from "./docs/docs_check.ts";
+import { checkPage, checkShownFiles, matches, normalise, parsePage } from "./docs/docs_check.ts";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { REPO_ROOT } from "./fixtures/parallel/harness.ts";
 
 const PAGE = `# A page
 
@@ -55,5 +58,14 @@ describe("docs:check", () => {
     const found = checkPage(drifted);
     assert.equal(found.length, 1);
     assert.match(found[0]!, /page\.md:8: \$ printf[\s\S]*--- the page shows[\s\S]*and more/);
+  });
+
+  it("checks that a code block naming a file of examples/ shows that file exactly", () => {
+    const file = "examples/tour/grown.mjs";
+    const text = fs.readFileSync(path.join(REPO_ROOT, file), "utf8");
+    assert.deepEqual(checkShownFiles("page.md", "```js\n" + text + "```\n"), []);
+    assert.deepEqual(checkShownFiles("page.md", "```js\n" + text.replace("95", "96") + "```\n"), [
+      "page.md: the code block that shows examples/tour/grown.mjs is not that file",
+    ]);
   });
 });

@@ -55,7 +55,11 @@ export default {
       readWriteConflict: false,
       outputs: { note: { path: "notes/{block_id}.txt" } },
       cwd: ".",
-      command: ["sh", "-c", 'cat stats/{block_id}.json > {output:note}; echo done >> "$BLOCKWISE_OUTPUT_NOTE"'],
+      command: [
+        "sh",
+        "-c",
+        'cat stats/{block_id}.json > {output:note}; echo done >> "$BLOCKWISE_OUTPUT_NOTE"',
+      ],
     },
   ],
 };

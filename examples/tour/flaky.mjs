@@ -17,7 +17,9 @@ export default {
       readWriteConflict: false,
       maxWorkers: 2,
       process(block) {
-        if (block.id === 70 && process.env.FLAKY !== "0") throw new Error("no signal in this block");
+        if (block.id === 70 && process.env.FLAKY !== "0") {
+          throw new Error("no signal in this block");
+        }
       },
     },
     {

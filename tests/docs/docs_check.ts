@@ -181,6 +181,27 @@ export function checkPage(page: DocPage, printed?: Map<number, string>): string[
   return failures;
 }
 
+/**
+ * Code blocks that show a file of examples/ (their first line names it: `// examples/x.mjs: ...`)
+ * must show it exactly; returns the ones that differ, described.
+ */
+export function checkShownFiles(file: string, text: string): string[] {
+  const failures: string[] = [];
+  const blocks = text.matchAll(/^```\w*\n((?:\/\/|#) (examples\/[\w./-]+?):?[ \n][\s\S]*?)^```$/gm);
+  for (const [, body, shown] of blocks) {
+    const real = path.join(REPO, shown!);
+    const actual = fs.existsSync(real) ? fs.readFileSync(real, "utf8") : null;
+    if (actual !== body) {
+      failures.push(
+        `${file}: the code block that shows ${shown} is not that file${
+          actual === null ? " (it does not exist)" : ""
+        }`,
+      );
+    }
+  }
+  return failures;
+}
+
 /** The pages checked: README.md and the guide. */
 export function docPages(): string[] {
   const guide = path.join(REPO, "docs", "guide");
@@ -217,6 +238,7 @@ if (import.meta.main) {
       continue;
     }
     commands += page.commands.length;
+    failures.push(...checkShownFiles(page.file, fs.readFileSync(file, "utf8")));
     const printed = new Map<number, string>();
     const found = checkPage(page, printed);
     failures.push(...found);
