@@ -1,10 +1,8 @@
-/**
- * An example pipeline to copy: three tasks over a 512×512×512 volume in 64³ blocks.
- * `blockwise plan examples/pipeline.ts` shows the blocks; `blockwise run examples/pipeline.ts`
- * runs them. The process functions here only sleep a little: put your real work in them.
- *
- * Types come from `blockwise types > blockwise.d.ts` (type-only, nothing is needed at run time).
- */
+// examples/pipeline.ts: three tasks over a 512×512×512 volume in 64³ blocks, to copy.
+// `blockwise plan examples/pipeline.ts` shows the blocks; `blockwise run examples/pipeline.ts`
+// runs them. The process functions here only spin a little: put your real work in them.
+//
+// Types come from `blockwise types > blockwise.d.ts` (type-only, nothing is needed at run time).
 
 import type { Block, Pipeline } from "./blockwise.d.ts";
 
