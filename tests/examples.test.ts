@@ -93,6 +93,12 @@ const EXAMPLES: readonly Example[] = [
   },
   { file: "tour/grown.mjs", exit: 0, check: (_dir, said) => assert.match(said, /All 100 blocks/) },
   {
+    file: "tour/placeholders.mjs",
+    exit: 0,
+    check: (_dir, said) =>
+      assert.match(said, /block_id=\d+ index=0,1 read_offset=-8,56 read_shape=80,80 write_offset=0,64/),
+  },
+  {
     file: "tour/tissue.mjs",
     exit: 0,
     check: (_dir, said) => assert.match(said, /All 1536 blocks completed\./),
