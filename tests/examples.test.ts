@@ -96,7 +96,10 @@ const EXAMPLES: readonly Example[] = [
     file: "tour/placeholders.mjs",
     exit: 0,
     check: (_dir, said) =>
-      assert.match(said, /block_id=\d+ index=0,1 read_offset=-8,56 read_shape=80,80 write_offset=0,64/),
+      assert.match(
+        said,
+        /block_id=\d+ index=0,1 read_offset=-8,56 read_shape=80,80 write_offset=0,64/,
+      ),
   },
   {
     file: "tour/tissue.mjs",

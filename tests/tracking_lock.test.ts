@@ -244,7 +244,7 @@ describe("acquireStoreLock", () => {
     );
   });
 
-  it("takes over a lock whose pid now belongs to a process started after the lock was taken", async (t) => {
+  it("takes over a lock whose pid now belongs to a process started after the lock was taken", (t) => {
     if (!fs.existsSync("/proc/self/stat")) return t.skip("needs /proc");
     const child = spawn("sleep", ["30"], { stdio: "ignore" });
     try {

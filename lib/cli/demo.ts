@@ -1,4 +1,7 @@
-/** `blockwise demo [--dir DIR]`: the built-in pipeline on generated data. */
+/**
+ * `blockwise demo [--dir DIR] [--tracking-dir T] [--resource-tracking]`: the built-in pipeline
+ * on generated data, its ledger in DIR/tracking unless T is given.
+ */
 
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -13,6 +16,9 @@ import { runPipeline } from "./run.ts";
 export interface DemoOptions {
   readonly dir: string;
   readonly serial?: boolean;
+  /** Where the ledger goes (default: DIR/tracking). */
+  readonly trackingDir?: string;
+  readonly resourceTracking?: boolean;
 }
 
 export async function demoCommand(options: DemoOptions): Promise<number> {
@@ -35,12 +41,18 @@ export async function demoCommand(options: DemoOptions): Promise<number> {
   // The arrays are the tasks' declared outputs: they must exist before the run checks them.
   usable(() => ensureDemoArrays(dir));
   process.stderr.write(`Running the demo pipeline in ${dir}\n`);
+  const trackingDir = options.trackingDir === undefined
+    ? path.join(dir, "tracking")
+    : path.resolve(options.trackingDir);
   const code = await runPipeline(pipeline, {
     serial: options.serial === true,
-    trackingDir: path.join(dir, "tracking"),
+    trackingDir,
+    resourceTracking: options.resourceTracking === true,
   });
   process.stdout.write(
-    `\nDemo outputs:\n${describeDemoOutputs(dir).map((l) => `  ${l}`).join("\n")}\n`,
+    `\nDemo outputs:\n${
+      describeDemoOutputs(dir, {}, trackingDir).map((l) => `  ${l}`).join("\n")
+    }\n`,
   );
   return code;
 }

@@ -15,9 +15,12 @@ import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
 import { parseResources } from "../schedule/mod.ts";
 import { InputError } from "../errors.ts";
-import { demoCommand } from "./demo.ts";
+import { DEFAULT_REPORT_FILE, reportCommand, type ReportOptions } from "./report.ts";
+import { demoCommand, type DemoOptions } from "./demo.ts";
 import { typesCommand } from "./types.ts";
 import { parseIndexOption, statusCommand, type StatusOptions } from "./status.ts";
+import { serveCommand, type ServeOptions } from "./serve.ts";
+import { DEFAULT_VIEW_LISTEN } from "../view/access.ts";
 import { resetCommand, type ResetOptions } from "./reset.ts";
 import { addMaskImportCommand } from "./mask.ts";
 import { migrateCommand } from "./migrate.ts";
@@ -80,6 +83,10 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "--resources <list>",
       "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires); a resource it does not name is not limited",
       parseResourcesOption,
+    )
+    .option(
+      "--serve [host:port]",
+      "serve a live dashboard of the run (needs --tracking-dir; default 127.0.0.1:8000, port 0 = any free port; any address but loopback puts a secret token in the URL)",
     )
     .option(
       "--events <file>",
@@ -189,6 +196,29 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       setExitCode(await statusCommand(target, opts));
     });
 
+  sub("serve")
+    .description(
+      "serve a live dashboard of tracking stores, their status JSON and the ledger as Zarr v3 over HTTP (read-only)",
+    )
+    .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
+    .option(
+      "--listen <host:port>",
+      `where to listen (default ${DEFAULT_VIEW_LISTEN}; port 0 picks a free one); any address but loopback, e.g. 0.0.0.0:8000, puts a secret token in the URL`,
+    )
+    .action(async (target: string, opts: ServeOptions) => {
+      setExitCode(await serveCommand(target, opts));
+    });
+
+  sub("report")
+    .description(
+      "write one self-contained HTML file picturing tracking stores: block map, runs, timeline, failures",
+    )
+    .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
+    .option("-o, --output <file>", `the HTML file to write (default: ${DEFAULT_REPORT_FILE})`)
+    .action((target: string, opts: ReportOptions) => {
+      setExitCode(reportCommand(target, opts));
+    });
+
   sub("reset")
     .description("forget recorded blocks so the next run processes them again")
     .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
@@ -237,7 +267,12 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .description("run a built-in three-task pipeline on a generated 3-D volume")
     .option("--dir <dir>", "where to write the demo's data", "blockwise-demo")
     .option("--serial", "run the demo in the main thread")
-    .action(async (opts: { dir: string; serial?: boolean }) => {
+    .option("--tracking-dir <dir>", "where the demo's ledger goes (default: <dir>/tracking)")
+    .option(
+      "--resource-tracking",
+      "also record each block's wall and CPU time, peak memory, I/O and worker (for blockwise report)",
+    )
+    .action(async (opts: DemoOptions) => {
       setExitCode(await demoCommand(opts));
     });
 

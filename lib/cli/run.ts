@@ -6,8 +6,6 @@ import {
   buildPipelineGraph,
   checkSerialRunnable,
   localExecutorFactory,
-  type Precheck,
-  type PrecheckRefusal,
   type ResumePlan,
   type RunObserver,
   runParallel,
@@ -28,12 +26,13 @@ import { loadPipeline } from "../pipeline/mod.ts";
 import { createRunConsole, type RunConsole } from "../report/console_output.ts";
 import { createEventLog, type EventLog } from "../report/events.ts";
 import { combineObservers } from "../report/observers.ts";
-import { formatExecutionSummary, type RunLocations } from "../report/summary.ts";
+import type { RunLocations } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
 import { ResourceBudget, type Resources } from "../schedule/mod.ts";
 import { exitCodeForOutcome, exitCodeForSignal } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
-import { type MmapKind, nativeMmapKind } from "../runtime/mod.ts";
+import { combinePrechecks, mmapKindFor, summaryText } from "./run_parts.ts";
+import { RunDashboard } from "./run_serve.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import { installStopSwitch, type StopSwitch } from "./signals.ts";
 import { LARGE_RUN_BLOCKS, planRunResume, trackedBlocks } from "./run_resume.ts";
@@ -74,6 +73,8 @@ export interface RunCommandOptions {
   readonly tasks?: readonly string[];
   /** `--force TASK[:OFFSET:SHAPE]`, repeatable: run those blocks whatever the ledger says. */
   readonly force?: readonly string[];
+  /** `--serve [HOST:PORT]`: a live dashboard of the run (true: the default address). */
+  readonly serve?: string | true;
   /** `--listen HOST:PORT`: where remote workers connect (default loopback, any free port). */
   readonly listen?: string;
   /** `--launcher KIND`: where every task's workers run. */
@@ -147,6 +148,9 @@ async function runStages(
       "--events-blocks adds lines to the events file: give it with --events FILE",
     );
   }
+  const dashboard = options.serve === undefined
+    ? null
+    : new RunDashboard(pipeline, graph, options.serve, options.trackingDir);
   const events = options.events === undefined
     ? null
     : createEventLog(options.events, pipeline.path, { blocks: options.eventsBlocks === true });
@@ -159,13 +163,14 @@ async function runStages(
     logDir: options.logDir ?? null,
     color,
   });
-  const observer = combineObservers(console.observer, events);
+  const observer = combineObservers(console.observer, events, dashboard?.observer ?? null);
   let tracking: TrackingSession | null = null;
   let outputs: RunOutputs | null = null;
   const closeAll = (stoppedBy: StopReason | null, code: number | null) => {
     tracking?.close(null, code, undefined, stoppedBy);
     console.close();
     events?.close();
+    void dashboard?.close();
   };
   stop.setHardExit((code) => closeAll(stop.reason() ?? "SIGINT", code));
   let plan: ResumePlan;
@@ -219,6 +224,9 @@ async function runStages(
       checkpoint,
       notice: huge ? (message) => observer.notice?.(message) : null,
     });
+    if (dashboard !== null) {
+      observer.notice?.(`Dashboard of this run: ${await dashboard.start(tracking.runId)}`);
+    }
     await checkpoint();
   } catch (error) {
     if (outputs !== null) await outputs.close();
@@ -245,6 +253,7 @@ async function runStages(
     console,
     events,
     color,
+    dashboard,
   });
 }
 
@@ -259,6 +268,7 @@ interface Started {
   readonly console: RunConsole;
   readonly events: EventLog | null;
   readonly color: boolean;
+  readonly dashboard: RunDashboard | null;
 }
 
 async function runLoop(
@@ -304,6 +314,7 @@ async function runLoop(
     tracking.close(null, null);
     console.close();
     events?.close();
+    await started.dashboard?.close();
     throw error;
   }
   stop.setHardExit((code) => {
@@ -353,11 +364,13 @@ async function runLoop(
         ...(options.grace === undefined ? {} : { graceSeconds: options.grace }),
         ...(remote === null ? {} : { executorFactory: remote.factory(localExecutorFactory) }),
         output: console.output,
+        ...(started.dashboard === null ? {} : { onStarted: started.dashboard.attach }),
       });
   } catch (error) {
     await remote?.close();
     await outputs.close();
     tracking.close(null, null);
+    await started.dashboard?.close();
     throw error;
   } finally {
     console.close();
@@ -381,6 +394,7 @@ async function runLoop(
   });
   events?.finish(result, code);
   events?.close();
+  await started.dashboard?.close();
   // The utilisation table first, so the summary's verdict is the last line on the terminal.
   let text = "";
   // A run that started no worker (fully resumed, everything skipped) has nothing to report.
@@ -400,49 +414,4 @@ async function runLoop(
   text += "\n" + summaryText(result, color, code, locations) + "\n";
   process.stderr.write(text);
   return code;
-}
-
-export function summaryText(
-  result: RunResult,
-  color: boolean,
-  exitCode: number,
-  locations?: RunLocations,
-): string {
-  return formatExecutionSummary(
-    result.tasks.map((t) => ({
-      id: t.id,
-      counters: t.counters,
-      ...(t.temporary === undefined ? {} : { temporary: t.temporary }),
-    })),
-    result.failures.map((f) => ({
-      taskId: f.taskId,
-      blockId: f.blockId,
-      index: f.index,
-      attempts: f.attempt,
-      message: f.message,
-      ...(f.stack === undefined ? {} : { stack: f.stack }),
-    })),
-    { color, outcome: result.outcome, exitCode, ...(locations === undefined ? {} : { locations }) },
-  );
-}
-
-function mmapKindFor(mode: "auto" | "mmap" | "fs"): MmapKind | "auto" {
-  if (mode === "fs") return "fs";
-  if (mode === "mmap") return nativeMmapKind();
-  return "auto";
-}
-
-/** Pre-check order (DESIGN.md §6): the done marker, then the skip mask; `check` comes later. */
-function combinePrechecks(
-  done: ((position: number) => "done" | PrecheckRefusal | null) | undefined,
-  mask: SkipMask | null,
-): Precheck | undefined {
-  if (mask === null) return done;
-  if (done === undefined) return (p) => (mask.isMasked(p) ? "masked" : null);
-  return (p) => {
-    const answer = done(p);
-    // A masked block needs no inputs: the mask wins over a refusal.
-    if (answer === "done") return answer;
-    return mask.isMasked(p) ? "masked" : answer;
-  };
 }

@@ -28,6 +28,7 @@ import { inspectStores, type OutputReport, type StoreReport } from "../tracking/
 import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
 import { LineWriter } from "./output.ts";
 import { failedBlocks } from "../outputs/errors_log.ts";
+import { JSON_FAILED_LIMIT, statusJsonOf } from "../view/status_json.ts";
 
 export interface StatusOptions {
   readonly json?: boolean;
@@ -37,9 +38,6 @@ export interface StatusOptions {
   /** `--failed`: list each failed block with its last error (errors.jsonl). */
   readonly failed?: boolean;
 }
-
-/** Failed blocks `status --json` lists per store without `--failed` (all of them with it). */
-const JSON_FAILED_LIMIT = 1000;
 
 /** Commander parser for `--axis` / `--slice`: a whole number >= 0. */
 export function parseIndexOption(value: string): number {
@@ -203,11 +201,7 @@ export async function statusCommand(target: string, options: StatusOptions): Pro
   const out = new LineWriter();
   if (options.json) {
     const limit = options.failed === true ? Infinity : JSON_FAILED_LIMIT;
-    const stores = inspections.map((i) => {
-      const f = failedBlocks(i.report.path, limit);
-      return { ...i.report, failed_blocks: f.blocks, failed_blocks_total: f.total };
-    });
-    await out.line(JSON.stringify({ stores, errors: failures }, null, 2));
+    await out.line(JSON.stringify(statusJsonOf(inspections, failures, limit), null, 2));
     await out.flush();
     return exitCode;
   }

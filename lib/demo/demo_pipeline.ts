@@ -347,7 +347,11 @@ export function createDemoPipeline(dir: string, options: DemoOptions = {}): Pipe
 }
 
 /** The demo's outputs under `dir`, one line each: path, then what it holds. */
-export function describeDemoOutputs(dir: string, options: DemoOptions = {}): string[] {
+export function describeDemoOutputs(
+  dir: string,
+  options: DemoOptions = {},
+  trackingDir = join(dir, "tracking"),
+): string[] {
   const o = resolve(options);
   const p = demoPaths(dir);
   const dims = `${o.size}x${o.size}x${o.size} in ${o.block}^3 chunks`;
@@ -360,8 +364,6 @@ export function describeDemoOutputs(dir: string, options: DemoOptions = {}): str
     `${p.labels}: uint32 ${dims}, connected components of smoothed > ${DEMO_THRESHOLD} per ` +
     `block, label = blockId * 2^${o.localBits} + n (task label)`,
     `${join(p.labelStats, "<blockId>.json")}: objects and foreground voxels of each label block`,
-    `${join(dir, "tracking")}: each task's ledger and output manifest (blockwise status ${
-      join(dir, "tracking")
-    })`,
+    `${trackingDir}: each task's ledger and output manifest (blockwise status ${trackingDir})`,
   ];
 }

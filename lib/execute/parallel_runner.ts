@@ -12,15 +12,13 @@
  */
 
 import type { DependencyGraph } from "../graph/mod.ts";
-import type { OutputPlan } from "../outputs/output_plan.ts";
-import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
-import { ResourceBudget, type Resources, Scheduler } from "../schedule/mod.ts";
+import { ResourceBudget, Scheduler } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
-import { BlockCompletion, type CompletionSink } from "./completion.ts";
-import { BlockSource, type Precheck } from "./block_source.ts";
+import { BlockCompletion } from "./completion.ts";
+import { BlockSource } from "./block_source.ts";
 import { Dispatcher, MAX_WINDOW } from "./dispatch.ts";
-import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
+import type { Executor, ExecutorEvents } from "./executor.ts";
 import { localExecutorFactory } from "./executor_factory.ts";
 import { ExecutorPool } from "./executor_pool.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
@@ -35,53 +33,12 @@ import {
   type TaskResult,
 } from "./run_types.ts";
 import { schedulerOptions } from "./scheduler_options.ts";
+import type { ParallelRunOptions } from "./parallel_options.ts";
+
+export type { ParallelRunOptions } from "./parallel_options.ts";
 import { TaskRuntime } from "./task_runtime.ts";
-import type { ResumePlan } from "./resume_plan.ts";
 
 const HEALTH_TICK_MS = 200;
-
-export interface ParallelRunOptions {
-  readonly observer?: RunObserver;
-  /** Where outcomes are recorded (the tracking store). */
-  readonly sink?: CompletionSink;
-  readonly resources?: Resources | null;
-  /** Measure CPU, RSS and I/O per block. */
-  readonly measure?: (task: number) => boolean;
-  /** Pre-check per task (done marker, skip mask), run on the main thread. */
-  readonly precheck?: (task: number) => Precheck | undefined;
-  /** Tasks whose every block is done already (a fully resumed task). */
-  readonly alreadyDone?: (task: number) => boolean;
-  /** Blocks a resume skips in bulk (`planResume`); the rest are pre-checked one by one. */
-  readonly resume?: ResumePlan;
-  /** Register for stop requests (signals); the run stops dispatching and drains. */
-  readonly onStopRequest?: (listener: (reason: StopReason) => void) => void;
-  /** Seconds in-flight blocks get to finish after a stop request before workers are killed. */
-  readonly graceSeconds?: number;
-  /** Cap on blocks in flight per executor (1 = one message per block; benchmarks only). */
-  readonly maxInFlight?: number;
-  /** Makes the executors; the default runs Web Workers and command slots on this machine. */
-  readonly executorFactory?: ExecutorFactory;
-  /** The clock and timers (tests inject a manual one). */
-  readonly clock?: RunClock;
-  /**
-   * Give workers to the most downstream task with blocks and drain upstream executors to make
-   * room (pipelines with temporaries: the live temporary data then follows the frontier).
-   */
-  readonly preferDownstream?: boolean;
-  /** Each task's resolved outputs, indexed like the pipeline's tasks (default: none). */
-  readonly outputs?: readonly (readonly OutputPlan[])[];
-  /** A temporary task's live and deleted outputs, for progress and the summary. */
-  readonly temporaryStats?: (task: number) => TemporaryStats | null;
-  /** Names this run's staging folders (default "run"). */
-  readonly runId?: string;
-  /** Where worker output goes. */
-  readonly output?: (
-    taskId: string,
-    workerId: number,
-    stream: "stdout" | "stderr",
-    text: string,
-  ) => void;
-}
 
 export async function runParallel(
   pipeline: PipelineConfig,
@@ -127,6 +84,7 @@ export class ParallelRun implements ExecutorEvents {
     const budget = new ResourceBudget(options.resources ?? null);
     for (const task of pipeline.tasks) budget.checkFits(task.id, task.requires);
     this.tasks = pipeline.tasks.map((config) => new TaskRuntime(config));
+    options.onStarted?.(this.tasks);
     let completion: BlockCompletion | null = null;
     this.scheduler = new Scheduler(graph, schedulerOptions(pipeline, options), {
       onOrphaned: (t, p) => completion?.orphaned(t, p),

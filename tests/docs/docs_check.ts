@@ -81,6 +81,7 @@ export function parsePage(file: string, text: string): DocPage {
 /** Masks what changes from run to run; applied to both sides. */
 export function normalise(text: string, host: string = os.hostname()): string {
   return text
+    // deno-lint-ignore no-control-regex
     .replace(/\x1b\[[0-9;]*m/g, "")
     .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<uuid>")
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, "<time>")

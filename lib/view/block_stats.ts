@@ -1,0 +1,299 @@
+/**
+ * What a report says about the blocks measured (resource tracking): per-array distributions,
+ * the 20 slowest blocks and the timeline. Fed block by block by the map pass (map_build.ts) so
+ * a store is read once; memory is bounded whatever the store's size:
+ *
+ * - distributions keep every `stride`-th measured block (all of them up to 2^21 blocks), so
+ *   quantiles are exact up to there and a systematic sample beyond;
+ * - the timeline keeps a uniform random sample of at most `MAX_TIMELINE_BARS` bars (reservoir
+ *   sampling with a fixed seed: the same store gives the same picture) and counts every block
+ *   into `TIMELINE_BINS` bins for the completed and running curves.
+ */
+
+import type { TaskLayout } from "../blocks/mod.ts";
+import { blockIdToJson } from "../blocks/mod.ts";
+import { WORKER_NONE } from "../tracking/arrays.ts";
+import {
+  type BlockDetail,
+  type Distribution,
+  MAX_TIMELINE_BARS,
+  type MetricName,
+  type Timeline,
+  type TimelineBar,
+} from "./report_data.ts";
+
+/** The resource arrays of one streamed window (uint64 arrays as pairs of uint32). */
+export interface ResourceWindow {
+  readonly wall: Float32Array;
+  readonly cpu: Float32Array;
+  readonly rss: Uint32Array;
+  readonly ioRead: Uint32Array;
+  readonly ioWrite: Uint32Array;
+  readonly worker: Uint32Array;
+  readonly sent: Float64Array;
+  readonly returned: Float64Array;
+}
+
+const SAMPLE_LIMIT = 1 << 21;
+const SLOWEST = 20;
+const TIMELINE_BINS = 400;
+const HISTOGRAM_BINS = 40;
+
+const DISTRIBUTED: readonly { name: MetricName; unit: Distribution["unit"] }[] = [
+  { name: "wall_seconds", unit: "s" },
+  { name: "cpu_seconds", unit: "s" },
+  { name: "peak_rss_bytes", unit: "bytes" },
+  { name: "io_read_bytes", unit: "bytes" },
+  { name: "io_write_bytes", unit: "bytes" },
+];
+
+interface Measured {
+  readonly position: number;
+  readonly failures: number;
+  readonly done: boolean;
+  readonly wall: number;
+  readonly cpu: number;
+  readonly rss: number;
+  readonly ioRead: number;
+  readonly ioWrite: number;
+  readonly worker: number;
+  readonly sent: number;
+  readonly returned: number;
+}
+
+const u64 = (pairs: Uint32Array, i: number) => pairs[2 * i]! + pairs[2 * i + 1]! * 4294967296;
+
+export class BlockStats {
+  readonly #stride: number;
+  readonly #samples: Float64Array[];
+  #sampled = 0;
+  #visited = 0;
+  readonly #slowest: Measured[] = [];
+  #slowestFloor = -Infinity;
+  readonly #t0: number;
+  readonly #binWidth: number;
+  readonly #completedBins = new Float64Array(TIMELINE_BINS);
+  readonly #runningDiff = new Float64Array(TIMELINE_BINS + 1);
+  readonly #bars: { worker: number; start: number; end: number; position: number }[] = [];
+  readonly #workers = new Set<number>();
+  #timed = 0;
+  #seed = 1;
+
+  /** `t0`, `t1`: the first `sent_at` and last `returned_at` (epoch seconds), or NaN. */
+  constructor(blockCount: number, readonly t0: number, readonly t1: number) {
+    this.#stride = Math.max(1, Math.ceil(blockCount / SAMPLE_LIMIT));
+    const size = Math.min(blockCount, SAMPLE_LIMIT);
+    this.#samples = DISTRIBUTED.map(() => new Float64Array(size));
+    this.#t0 = t0;
+    this.#binWidth = Number.isFinite(t1 - t0) && t1 > t0 ? (t1 - t0) / TIMELINE_BINS : 0;
+  }
+
+  /** One measured block (its `wall_seconds` is a number). */
+  visit(position: number, w: ResourceWindow, i: number, failures: number, done: boolean): void {
+    const wall = w.wall[i]!;
+    if (this.#visited++ % this.#stride === 0 && this.#sampled < this.#samples[0]!.length) {
+      const s = this.#sampled++;
+      this.#samples[0]![s] = wall;
+      this.#samples[1]![s] = w.cpu[i]!;
+      this.#samples[2]![s] = u64(w.rss, i);
+      this.#samples[3]![s] = u64(w.ioRead, i);
+      this.#samples[4]![s] = u64(w.ioWrite, i);
+    }
+    if (wall > this.#slowestFloor || this.#slowest.length < SLOWEST) {
+      this.#keepSlow(this.#measured(position, w, i, failures, done));
+    }
+    const sent = w.sent[i]!;
+    const returned = w.returned[i]!;
+    if (this.#binWidth > 0 && sent === sent && returned === returned) {
+      this.#time(position, w, i, done);
+    }
+  }
+
+  #measured(position: number, w: ResourceWindow, i: number, failures: number, done: boolean) {
+    return {
+      position,
+      failures,
+      done,
+      wall: w.wall[i]!,
+      cpu: w.cpu[i]!,
+      rss: u64(w.rss, i),
+      ioRead: u64(w.ioRead, i),
+      ioWrite: u64(w.ioWrite, i),
+      worker: w.worker[i]!,
+      sent: w.sent[i]!,
+      returned: w.returned[i]!,
+    };
+  }
+
+  #keepSlow(m: Measured): void {
+    if (this.#slowest.length === SLOWEST) {
+      let min = 0;
+      for (let k = 1; k < SLOWEST; k++) {
+        if (this.#slowest[k]!.wall < this.#slowest[min]!.wall) min = k;
+      }
+      this.#slowest[min] = m;
+    } else {
+      this.#slowest.push(m);
+    }
+    if (this.#slowest.length === SLOWEST) {
+      this.#slowestFloor = Math.min(...this.#slowest.map((s) => s.wall));
+    }
+  }
+
+  #time(position: number, w: ResourceWindow, i: number, done: boolean): void {
+    const sent = w.sent[i]!;
+    const returned = w.returned[i]!;
+    const worker = w.worker[i]!;
+    const bins = TIMELINE_BINS;
+    const at = (t: number) => (t - this.#t0) / this.#binWidth;
+    if (done) this.#completedBins[Math.min(bins - 1, Math.max(0, Math.floor(at(returned))))]!++;
+    // Running at the middle of bin j: sent at or before it and not yet returned.
+    const from = Math.min(bins, Math.max(0, Math.ceil(at(sent) - 0.5)));
+    const to = Math.min(bins, Math.max(from, Math.ceil(at(returned) - 0.5)));
+    this.#runningDiff[from]!++;
+    this.#runningDiff[to]!--;
+    if (worker !== WORKER_NONE && this.#workers.size < 0xfffe) this.#workers.add(worker);
+    const bar = { worker, start: sent - this.#t0, end: returned - this.#t0, position };
+    const seen = ++this.#timed;
+    if (this.#bars.length < MAX_TIMELINE_BARS) {
+      this.#bars.push(bar);
+    } else {
+      const j = Math.floor(this.#random() * seen);
+      if (j < MAX_TIMELINE_BARS) this.#bars[j] = bar;
+    }
+  }
+
+  /** A fixed-seed generator (mulberry32): the same store always gives the same sample. */
+  #random(): number {
+    let t = (this.#seed += 0x6d2b79f5);
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+
+  distributions(): Distribution[] {
+    if (this.#sampled === 0) return [];
+    return DISTRIBUTED.map(({ name, unit }, k) =>
+      distribution(name, unit, this.#samples[k]!.subarray(0, this.#sampled))
+    );
+  }
+
+  slowest(layout: TaskLayout): BlockDetail[] {
+    return [...this.#slowest]
+      .sort((a, b) => b.wall - a.wall || a.position - b.position)
+      .map((m) => blockDetail(layout, m));
+  }
+
+  timeline(): Timeline | null {
+    if (this.#timed === 0) return null;
+    const workers = [...this.#workers].sort((a, b) => a - b);
+    const lane = new Map(workers.map((w, i) => [w, i]));
+    const bars: TimelineBar[] = this.#bars
+      .map((b) => [lane.get(b.worker) ?? workers.length, b.start, b.end, b.position] as const);
+    const completed: [number, number][] = [[0, 0]];
+    const running: [number, number][] = [];
+    let done = 0;
+    let now = 0;
+    for (let j = 0; j < TIMELINE_BINS; j++) {
+      done += this.#completedBins[j]!;
+      now += this.#runningDiff[j]!;
+      completed.push([round3((j + 1) * this.#binWidth), done]);
+      running.push([round3((j + 0.5) * this.#binWidth), now]);
+    }
+    return {
+      t0: this.t0,
+      t1: this.t1,
+      workers,
+      bars,
+      blocks: this.#timed,
+      completed,
+      running,
+    };
+  }
+}
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000;
+const orNull = (x: number) => (Number.isFinite(x) ? x : null);
+
+function blockDetail(layout: TaskLayout, m: Measured): BlockDetail {
+  const write = layout.writeRoiOf(m.position);
+  const read = layout.readRoiOf(m.position);
+  return {
+    position: m.position,
+    coords: layout.coordsOf(m.position),
+    index: layout.gridIndexOf(m.position),
+    id: blockIdToJson(layout.blockIdOf(m.position)),
+    write_roi: { offset: [...write.offset], shape: [...write.shape] },
+    read_roi: { offset: [...read.offset], shape: [...read.shape] },
+    done: m.done,
+    failures: m.failures,
+    wall_seconds: orNull(m.wall),
+    cpu_seconds: orNull(m.cpu),
+    peak_rss_bytes: m.rss,
+    io_read_bytes: m.ioRead,
+    io_write_bytes: m.ioWrite,
+    worker_id: m.worker === WORKER_NONE ? null : m.worker,
+    sent_at: orNull(m.sent),
+    returned_at: orNull(m.returned),
+  };
+}
+
+/** Quantiles by linear interpolation between order statistics (numpy's default). */
+function quantile(sorted: Float64Array, q: number): number {
+  const at = (sorted.length - 1) * q;
+  const lo = Math.floor(at);
+  const hi = Math.min(sorted.length - 1, lo + 1);
+  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
+}
+
+export function distribution(
+  name: MetricName,
+  unit: Distribution["unit"],
+  values: Float64Array,
+): Distribution {
+  const sorted = values.filter((v) => v === v).sort();
+  const n = sorted.length;
+  if (n === 0) {
+    return {
+      name,
+      unit,
+      count: 0,
+      min: 0,
+      q1: 0,
+      median: 0,
+      q3: 0,
+      max: 0,
+      mean: 0,
+      histogram: { edges: [], counts: [] },
+    };
+  }
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += sorted[i]!;
+  const min = sorted[0]!;
+  const max = sorted[n - 1]!;
+  const log = min > 0 && max / min > 100;
+  const edges: number[] = [];
+  for (let k = 0; k <= HISTOGRAM_BINS; k++) {
+    const t = k / HISTOGRAM_BINS;
+    edges.push(log ? min * (max / min) ** t : min + (max - min) * t);
+  }
+  const counts = new Array<number>(HISTOGRAM_BINS).fill(0);
+  const span = log ? Math.log(max / min) : max - min;
+  for (let i = 0; i < n; i++) {
+    const v = sorted[i]!;
+    const t = span === 0 ? 0 : log ? Math.log(v / min) / span : (v - min) / span;
+    counts[Math.min(HISTOGRAM_BINS - 1, Math.floor(t * HISTOGRAM_BINS))]!++;
+  }
+  return {
+    name,
+    unit,
+    count: n,
+    min,
+    q1: quantile(sorted, 0.25),
+    median: quantile(sorted, 0.5),
+    q3: quantile(sorted, 0.75),
+    max,
+    mean: sum / n,
+    histogram: { edges, counts },
+  };
+}

@@ -1,0 +1,216 @@
+/**
+ * What a user sees, in a real Chromium, of real runs (issue 30's browser tests):
+ * - `report.html` of a run with failures, from file://: the counts equal `status --json`, the
+ *   map pixel of a failed block has the failure colour and of a done block the done colour,
+ *   the slowest block listed is the one whose process slept longest; no console error;
+ * - the report of a million-block store (inlined compressed) opens with the same counts;
+ * - `blockwise serve` during a run: the done count on the page rises and ends at the total;
+ * - `run --serve`: the live panel lists running blocks, then says the run finished.
+ * Screenshots of each page go to test-screenshots/.
+ */
+
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import process from "node:process";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { Browser, Page } from "puppeteer-core";
+import { cantorNumber } from "../lib/blocks/mod.ts";
+import { makeSyntheticStore } from "../bench/report_stores.ts";
+import { BROWSER_TEST, launchChromium, watchPage } from "./helpers/chromium.ts";
+import { cellColor, counts, noProblems, shot } from "./helpers/page_probe.ts";
+
+const REPO = fileURLToPath(new URL("../", import.meta.url));
+const BUN = path.join(REPO, "node_modules", ".bin", "bun");
+const MAIN = path.join(REPO, "main.ts");
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-report-browser-"));
+let browser: Browser | null = null;
+const children: ChildProcess[] = [];
+after(async () => {
+  for (const c of children) c.kill("SIGKILL");
+  await browser?.close();
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+const DONE = "#2e9e44";
+const FAILED = "#d62728";
+
+function pipeline(blocks: [number, number], sleepMs: string): string {
+  return `
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export default { tasks: [{
+  id: "grid",
+  totalRoi: { offset: [0, 0], shape: [${blocks[0] * 10}, ${blocks[1] * 10}] },
+  readRoi: { offset: [0, 0], shape: [10, 10] },
+  writeRoi: { offset: [0, 0], shape: [10, 10] },
+  readWriteConflict: false,
+  maxWorkers: 2,
+  maxRetries: 0,
+  async process(block) {
+    const [i, j] = block.index;
+    if (i === 2 && j === 3) throw new Error("bad block 2,3");
+    await sleep(${sleepMs});
+  },
+}] };
+`;
+}
+
+function folderWith(name: string, text: string): string {
+  const dir = path.join(root, name);
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, "pipeline.mjs"), text);
+  return dir;
+}
+
+function cli(args: readonly string[], cwd: string) {
+  const r = spawnSync(BUN, [MAIN, ...args], { cwd, encoding: "utf8", timeout: 120_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+async function page(url: string): Promise<{ page: Page; problems: ReturnType<typeof watchPage> }> {
+  browser ??= await launchChromium();
+  const p = await browser.newPage();
+  const problems = watchPage(p);
+  await p.goto(url);
+  await p.waitForFunction(() => globalThis.blockwiseReport?.ready === true, { timeout: 60_000 });
+  return { page: p, problems };
+}
+
+/** Start `bun main.ts ...args` and wait for its stdout or stderr to show an http:// URL. */
+async function startWithUrl(args: readonly string[], cwd: string, pattern: RegExp) {
+  const child = spawn(BUN, [MAIN, ...args], { cwd, env: { ...process.env, NO_COLOR: "1" } });
+  children.push(child);
+  let said = "";
+  child.stdout!.on("data", (c: Buffer) => (said += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (said += c.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const url = said.match(pattern)?.[1];
+    if (url !== undefined) return { child, url, exited, said: () => said };
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no URL: ${said}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function doneShown(p: Page): Promise<number> {
+  return Number((await counts(p, "grid"))["done"]);
+}
+
+describe("reports and dashboards of real runs, in Chromium", () => {
+  it("report.html from file:// shows what status --json says", BROWSER_TEST, async () => {
+    // Block (1,1) sleeps longest; (2,3) fails.
+    const dir = folderWith("report", pipeline([6, 5], "i === 1 && j === 1 ? 400 : 5"));
+    assert.equal(
+      cli(["run", "pipeline.mjs", "--tracking-dir", "trk", "--resource-tracking"], dir).code,
+      1,
+    );
+    const made = cli(["report", "trk", "-o", "report.html"], dir);
+    assert.equal(made.code, 0, made.stderr);
+    const status = JSON.parse(cli(["status", "trk", "--json"], dir).stdout);
+    const store = status.stores[0];
+    const { page: p, problems } = await page(pathToFileURL(path.join(dir, "report.html")).href);
+    const shown = await counts(p, "grid");
+    for (const key of ["blocks", "done", "failed", "pending"]) {
+      assert.equal(Number(shown[key]), store[key], `${key} shown ${shown[key]}`);
+    }
+    assert.equal(await cellColor(p, "grid", [2, 3]), FAILED);
+    assert.equal(await cellColor(p, "grid", [0, 0]), DONE);
+    const slowest = await p.$eval(
+      'section[data-task="grid"] [data-slowest-rank="1"]',
+      (row) => Array.from(row.querySelectorAll("td"), (td) => td.textContent ?? ""),
+    );
+    assert.equal(slowest[1], String(cantorNumber([1, 1])), slowest.join(" | "));
+    assert.equal(slowest[2], "(1, 1)", slowest.join(" | "));
+    await shot(p, "report-real-run");
+    noProblems(problems);
+    await p.close();
+  });
+
+  it("a million-block report opens with the counts status gives", BROWSER_TEST, async () => {
+    const dir = path.join(root, "million");
+    fs.mkdirSync(dir);
+    const made = await makeSyntheticStore(dir, "grid", [100, 100, 100], true);
+    const out = path.join(root, "million.html");
+    const r = cli(["report", dir, "-o", out], root);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(fs.statSync(out).size < 15e6, `${fs.statSync(out).size} bytes`);
+    const { page: p, problems } = await page(pathToFileURL(out).href);
+    const shown = await counts(p, "grid");
+    assert.equal(Number(shown["blocks"]), made.blocks);
+    assert.equal(Number(shown["failed"]), made.failed);
+    await shot(p, "report-million-blocks", false);
+    noProblems(problems);
+    await p.close();
+  });
+
+  it("serve during a run: the done count rises and ends at the total", BROWSER_TEST, async () => {
+    const dir = folderWith("serve", pipeline([20, 10], "40"));
+    const run = spawn(
+      BUN,
+      [MAIN, "run", "pipeline.mjs", "--tracking-dir", "trk", "--no-progress"],
+      {
+        cwd: dir,
+        stdio: "ignore",
+      },
+    );
+    children.push(run);
+    const runExited = new Promise<number | null>((resolve) =>
+      run.on("exit", (code) => resolve(code))
+    );
+    const store = path.join(dir, "trk", "grid", "zarr.json");
+    while (!fs.existsSync(store)) await new Promise((r) => setTimeout(r, 20));
+    const served = await startWithUrl(
+      ["serve", "trk", "--listen", "127.0.0.1:0"],
+      dir,
+      /at (http:\/\/\S+)/,
+    );
+    const { page: p, problems } = await page(served.url);
+    const seen: number[] = [await doneShown(p)];
+    const deadline = Date.now() + 60_000;
+    while (seen.at(-1) !== 199 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      const n = await doneShown(p);
+      if (n !== seen.at(-1)) seen.push(n);
+    }
+    assert.equal(await runExited, 1, "the run ends with its failed block");
+    assert.equal(seen.at(-1), 199, `done counts shown: ${seen}`);
+    assert.ok(seen.length >= 3 && seen[0]! < 150, `done counts shown: ${seen}`);
+    for (let k = 1; k < seen.length; k++) assert.ok(seen[k]! > seen[k - 1]!);
+    await shot(p, "serve-during-run");
+    assert.deepEqual(problems.errors, []);
+    assert.deepEqual(problems.requests.filter((u) => !u.startsWith(served.url)), []);
+    await p.close();
+    // process.kill, not child.kill: under Deno the latter reports the signal, not the exit code.
+    process.kill(served.child.pid!, "SIGTERM");
+    assert.equal(await served.exited, 0);
+  });
+
+  it("run --serve: running blocks in the live panel, then finished", BROWSER_TEST, async () => {
+    const dir = folderWith("run-serve", pipeline([20, 10], "40"));
+    const run = await startWithUrl(
+      ["run", "pipeline.mjs", "--tracking-dir", "trk", "--serve", "127.0.0.1:0", "--no-progress"],
+      dir,
+      /Dashboard of this run: (http:\/\/\S+)/,
+    );
+    const { page: p, problems } = await page(run.url);
+    await p.waitForFunction(
+      () => /grid:w\d/.test(document.querySelector("[data-live]")?.textContent ?? ""),
+      { timeout: 30_000 },
+    );
+    await shot(p, "run-serve-live");
+    assert.equal(await run.exited, 1, run.said());
+    await p.waitForFunction(
+      () => /finished/i.test(document.querySelector("[data-live]")?.textContent ?? ""),
+      { timeout: 10_000 },
+    );
+    assert.equal(await doneShown(p), 199);
+    assert.equal(await p.$eval("[data-live]", (el) => el.getAttribute("data-live")), "finished");
+    assert.deepEqual(problems.errors, []);
+    assert.deepEqual(problems.requests.filter((u) => !u.startsWith(run.url)), []);
+    await p.close();
+  });
+});

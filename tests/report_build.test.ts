@@ -1,0 +1,270 @@
+/**
+ * The report's document (lib/view/report_build.ts) from stores written by a real run
+ * (`bun main.ts run ... --resource-tracking` in a child process): its status part is exactly
+ * `status --json`; the block map marks the failed and done blocks where they are; the slowest
+ * block is the one that slept longest; failures are grouped by message; the timeline and the
+ * distributions count the blocks measured; a frame carries the same states without metrics;
+ * a map downsampled to a few cells aggregates exactly what its blocks say. Also `blockwise
+ * report` itself: the file written and its refusals.
+ */
+
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { buildReport } from "../lib/view/report_build.ts";
+import { cellShapeFor } from "../lib/view/map_build.ts";
+import {
+  CELL_DONE,
+  CELL_FAILED,
+  CELL_NEVER_RUN,
+  CELL_PARTLY_DONE,
+  type ReportData,
+  type TaskView,
+} from "../lib/view/report_data.ts";
+
+const REPO = fileURLToPath(new URL("../", import.meta.url));
+const BUN = path.join(REPO, "node_modules", ".bin", "bun");
+const MAIN = path.join(REPO, "main.ts");
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-report-"));
+after(() => fs.rmSync(root, { recursive: true, force: true }));
+
+function cli(args: readonly string[], cwd = root) {
+  const r = spawnSync(BUN, [MAIN, ...args], {
+    cwd,
+    encoding: "utf8",
+    env: { ...process.env, NO_COLOR: "1" },
+    timeout: 120_000,
+  });
+  if (r.error !== undefined) throw r.error;
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// 6 x 5 blocks of 10 x 10: blocks (2,3) and (4,1) fail, (1,1) sleeps longest, the last row
+// never runs (a skip mask would make it skipped, so it is cut out of the grid by a second task
+// instead: here every block of row 5 is simply not reached because its task fails first).
+const PIPELINE = `
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export default { tasks: [{
+  id: "grid",
+  totalRoi: { offset: [0, 0], shape: [60, 50] },
+  readRoi: { offset: [0, 0], shape: [10, 10] },
+  writeRoi: { offset: [0, 0], shape: [10, 10] },
+  readWriteConflict: false,
+  maxWorkers: 2,
+  maxRetries: 1,
+  async process(block) {
+    const [i, j] = block.index;
+    if (i === 2 && j === 3) throw new Error("bad block 2,3");
+    if (i === 4 && j === 1) throw new Error("disk full");
+    await sleep(i === 1 && j === 1 ? 400 : 5);
+  },
+}] };
+`;
+
+let trk = "";
+let full: ReportData;
+let task: TaskView;
+const positionOf = (i: number, j: number) => i * 5 + j;
+const codesOf = (t: TaskView) => new Uint8Array(Buffer.from(t.map.state.codes, "base64"));
+
+before(() => {
+  const dir = path.join(root, "run");
+  fs.mkdirSync(dir);
+  fs.writeFileSync(path.join(dir, "pipeline.mjs"), PIPELINE);
+  trk = path.join(dir, "trk");
+  const r = cli([
+    "run",
+    "pipeline.mjs",
+    "--tracking-dir",
+    trk,
+    "--resource-tracking",
+    "--no-progress",
+  ], dir);
+  assert.equal(r.code, 1, r.stderr);
+  full = buildReport(trk);
+  task = full.tasks[0]!;
+});
+
+describe("the report's document", () => {
+  it("carries exactly what status --json prints", () => {
+    const status = cli(["status", trk, "--json"]);
+    assert.equal(status.code, 0, status.stderr);
+    assert.deepEqual(JSON.parse(JSON.stringify(full.status)), JSON.parse(status.stdout));
+    assert.equal(full.format, "blockwise-report/1");
+    assert.equal(full.parts, "full");
+    assert.equal(full.target, trk);
+  });
+
+  it("draws each block in its cell: failed, done", () => {
+    assert.deepEqual(task.map.cell_shape, [1, 1]);
+    assert.deepEqual(task.map.shape, [6, 5]);
+    assert.equal(task.map.state.done_fraction, null);
+    const codes = codesOf(task);
+    assert.equal(codes[positionOf(2, 3)], CELL_FAILED);
+    assert.equal(codes[positionOf(4, 1)], CELL_FAILED);
+    assert.equal(codes[positionOf(0, 0)], CELL_DONE);
+    assert.equal(codes.filter((c) => c === CELL_DONE).length, 28);
+  });
+
+  it("lists the block that slept longest as the slowest, with its ROIs", () => {
+    const slow = task.slowest[0]!;
+    assert.deepEqual(slow.index, [1, 1]);
+    assert.deepEqual(slow.write_roi, { offset: [10, 10], shape: [10, 10] });
+    assert.ok(slow.wall_seconds! >= 0.39, String(slow.wall_seconds));
+    assert.equal(task.slowest.length, 20);
+    for (let k = 1; k < task.slowest.length; k++) {
+      assert.ok(task.slowest[k - 1]!.wall_seconds! >= task.slowest[k]!.wall_seconds!);
+    }
+  });
+
+  it("groups the failures by message, each block with its last error", () => {
+    assert.equal(task.failures.total, 2);
+    assert.deepEqual(task.failures.groups.map((g) => [g.message, g.count]).sort(), [
+      ["bad block 2,3", 1],
+      ["disk full", 1],
+    ]);
+    const bad = task.failures.blocks.find((b) => b.message === "bad block 2,3")!;
+    assert.deepEqual(bad.index, [2, 3]);
+    assert.equal(bad.position, positionOf(2, 3));
+    assert.equal(bad.attempts, 2);
+  });
+
+  it("counts the measured blocks in the timeline and the distributions", () => {
+    const timeline = task.timeline!;
+    // Failed attempts are measured too: 30 bars, 28 of them done.
+    assert.equal(timeline.blocks, 30);
+    assert.equal(timeline.bars.length, 30);
+    assert.ok(timeline.workers.length >= 1 && timeline.workers.length <= 2);
+    assert.equal(timeline.completed.at(-1)![1], 28);
+    assert.ok(timeline.running.some(([, n]) => n >= 1));
+    for (const [lane, start, end] of timeline.bars) {
+      assert.ok(lane < timeline.workers.length && start >= 0 && end >= start);
+    }
+    const wall = task.distributions.find((d) => d.name === "wall_seconds")!;
+    assert.equal(wall.count, 30);
+    assert.ok(wall.max >= 0.39 && wall.min <= wall.median && wall.median <= wall.max);
+    assert.equal(wall.histogram.counts.reduce((a, b) => a + b, 0), 30);
+    const names = task.map.metrics.map((m) => m.name);
+    assert.deepEqual(names, [
+      "wall_seconds",
+      "cpu_seconds",
+      "peak_rss_bytes",
+      "io_read_bytes",
+      "io_write_bytes",
+      "returned_at",
+      "failures",
+    ]);
+    assert.ok(task.map.workers !== null);
+  });
+
+  it("quantises a metric so that the slowest block has the top value", () => {
+    const wall = task.map.metrics.find((m) => m.name === "wall_seconds")!;
+    const bytes = new Uint8Array(Buffer.from(wall.values, "base64"));
+    assert.equal(bytes[positionOf(1, 1)], 255);
+    assert.equal(wall.measured_cells, 30);
+    const failures = task.map.metrics.find((m) => m.name === "failures")!;
+    assert.equal(failures.hi, 2);
+    assert.equal(new Uint8Array(Buffer.from(failures.values, "base64"))[positionOf(2, 3)], 255);
+  });
+
+  it("a frame has the same states and runs, and no metrics", () => {
+    const frame = buildReport(trk, { parts: "frame" });
+    assert.equal(frame.parts, "frame");
+    const t = frame.tasks[0]!;
+    assert.deepEqual(t.map.state, task.map.state);
+    assert.deepEqual(t.map.metrics, []);
+    assert.equal(t.map.workers, null);
+    assert.equal(t.timeline, null);
+    assert.deepEqual(t.runs, task.runs);
+    assert.equal(t.runs.length, 1);
+    assert.equal(t.runs[0]!.blocks_completed, 28);
+  });
+
+  it("a map of a few cells aggregates its blocks exactly", () => {
+    const small = buildReport(trk, { maxCells: 6 }).tasks[0]!;
+    assert.deepEqual(small.map.cell_shape, [3, 2]);
+    assert.deepEqual(small.map.shape, [2, 3]);
+    const codes = codesOf(small);
+    const fraction = new Uint8Array(Buffer.from(small.map.state.done_fraction!, "base64"));
+    const one = codesOf(task);
+    for (let ci = 0; ci < 2; ci++) {
+      for (let cj = 0; cj < 3; cj++) {
+        let blocks = 0, done = 0, failed = 0;
+        for (let i = ci * 3; i < Math.min(6, ci * 3 + 3); i++) {
+          for (let j = cj * 2; j < Math.min(5, cj * 2 + 2); j++) {
+            blocks++;
+            if (one[positionOf(i, j)] === CELL_DONE) done++;
+            if (one[positionOf(i, j)] === CELL_FAILED) failed++;
+          }
+        }
+        const c = ci * 3 + cj;
+        assert.equal(fraction[c], Math.round((255 * done) / blocks), `cell ${ci},${cj}`);
+        const expected = failed > 0
+          ? CELL_FAILED
+          : done === blocks
+          ? CELL_DONE
+          : done === 0
+          ? CELL_NEVER_RUN
+          : CELL_PARTLY_DONE;
+        assert.equal(codes[c], expected, `cell ${ci},${cj}`);
+      }
+    }
+  });
+});
+
+describe("cellShapeFor", () => {
+  it("keeps a grid under the limit block by block", () => {
+    assert.deepEqual(cellShapeFor([100, 100, 100], 1 << 20), [1, 1, 1]);
+    assert.deepEqual(cellShapeFor([], 1 << 20), []);
+  });
+
+  it("coarsens a 10^8-block grid to at most the limit, the long axis first", () => {
+    const shape = cellShapeFor([10_000, 10_000], 1 << 20);
+    const cells = Math.ceil(10_000 / shape[0]!) * Math.ceil(10_000 / shape[1]!);
+    assert.ok(cells <= 1 << 20 && cells > (1 << 20) / 4, `${shape} gives ${cells} cells`);
+    assert.deepEqual(cellShapeFor([3, 10_000_000], 1 << 20), [1, 29]);
+  });
+});
+
+describe("blockwise report", () => {
+  it("writes one HTML file and says where", () => {
+    const out = path.join(root, "r.html");
+    const r = cli(["report", trk, "-o", out]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(
+      r.stdout,
+      /^Wrote .*r\.html \([\d.]+ KB\): 1 task, 30 blocks\. Open file:\/\/.*r\.html in a browser\.\n$/,
+    );
+    assert.match(fs.readFileSync(out, "utf8"), /^<!doctype html>/i);
+    assert.deepEqual(fs.readdirSync(root).filter((f) => f.startsWith("r.html")), ["r.html"]);
+  });
+
+  it("writes blockwise-report.html in the current folder by default", () => {
+    const dir = path.join(root, "cwd");
+    fs.mkdirSync(dir);
+    assert.equal(cli(["report", trk], dir).code, 0);
+    assert.ok(fs.existsSync(path.join(dir, "blockwise-report.html")));
+  });
+
+  it("refuses an output folder, a missing folder and a missing target (exit 2), writing nothing", () => {
+    const folder = cli(["report", trk, "-o", root]);
+    assert.equal(folder.code, 2);
+    assert.match(
+      folder.stderr,
+      /Cannot write the report to .* \(-o\): it is a folder\. Name a file/,
+    );
+    const missing = cli(["report", trk, "-o", path.join(root, "nope", "r.html")]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /the folder .*nope does not exist\. Create it \(mkdir -p/);
+    const target = cli(["report", path.join(root, "absent"), "-o", path.join(root, "x.html")]);
+    assert.equal(target.code, 2);
+    assert.match(target.stderr, /absent does not exist; expected a tracking store/);
+    assert.ok(!fs.existsSync(path.join(root, "x.html")));
+  });
+});
