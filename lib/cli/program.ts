@@ -15,11 +15,12 @@ import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
 import { parseResources } from "../schedule/mod.ts";
 import { InputError } from "../errors.ts";
-import { DEFAULT_REPORT_FILE, reportCommand, type ReportOptions } from "./report.ts";
+import type { ReportOptions } from "./report.ts";
+import { DEFAULT_REPORT_FILE } from "../view/report_data.ts";
 import { demoCommand, type DemoOptions } from "./demo.ts";
 import { typesCommand } from "./types.ts";
 import { parseIndexOption, statusCommand, type StatusOptions } from "./status.ts";
-import { serveCommand, type ServeOptions } from "./serve.ts";
+import type { ServeOptions } from "./serve.ts";
 import { DEFAULT_VIEW_LISTEN } from "../view/access.ts";
 import { resetCommand, type ResetOptions } from "./reset.ts";
 import { addMaskImportCommand } from "./mask.ts";
@@ -206,6 +207,8 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       `where to listen (default ${DEFAULT_VIEW_LISTEN}; port 0 picks a free one); any address but loopback, e.g. 0.0.0.0:8000, puts a secret token in the URL`,
     )
     .action(async (target: string, opts: ServeOptions) => {
+      // Loaded when used: the page's script (ECharts) is most of a megabyte to parse.
+      const { serveCommand } = await import("./serve.ts");
       setExitCode(await serveCommand(target, opts));
     });
 
@@ -215,7 +218,8 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .argument("<path>", "one task's tracking store, or a tracking directory (all its stores)")
     .option("-o, --output <file>", `the HTML file to write (default: ${DEFAULT_REPORT_FILE})`)
-    .action((target: string, opts: ReportOptions) => {
+    .action(async (target: string, opts: ReportOptions) => {
+      const { reportCommand } = await import("./report.ts");
       setExitCode(reportCommand(target, opts));
     });
 

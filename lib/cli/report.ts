@@ -20,9 +20,9 @@ import { formatCount } from "../report/table.ts";
 import { writeFileAtomic } from "../zarr/atomic_write.ts";
 import { buildReport } from "../view/report_build.ts";
 import { renderReportPage } from "../view/page.ts";
+import { DEFAULT_REPORT_FILE } from "../view/report_data.ts";
 import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
 
-export const DEFAULT_REPORT_FILE = "blockwise-report.html";
 
 export interface ReportOptions {
   readonly output?: string;

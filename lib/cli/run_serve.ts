@@ -22,7 +22,7 @@ import type { PipelineConfig } from "../pipeline/spec.ts";
 import { blockIdToJson } from "../blocks/mod.ts";
 import { DEFAULT_VIEW_LISTEN } from "../view/access.ts";
 import type { LiveView, RunningBlock } from "../view/report_data.ts";
-import { startViewServer, type ViewServer } from "../view/server.ts";
+import type { ViewServer } from "../view/server.ts";
 
 /** Running blocks listed at most (longest running first). */
 const RUNNING_LISTED = 500;
@@ -80,6 +80,8 @@ export class RunDashboard {
   /** Start serving (the stores exist by now); returns the URL to print. */
   async start(runId: string): Promise<string> {
     this.#runId = runId;
+    // Loaded only for --serve: the page's script (ECharts) is most of a megabyte to parse.
+    const { startViewServer } = await import("../view/server.ts");
     this.#server = await startViewServer({
       target: this.#trackingDir,
       listen: this.#listen,

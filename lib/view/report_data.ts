@@ -16,6 +16,9 @@ import type { StatusJson } from "./status_json.ts";
 
 export const REPORT_FORMAT = "blockwise-report/1";
 
+/** Where `blockwise report` writes without `-o`. */
+export const DEFAULT_REPORT_FILE = "blockwise-report.html";
+
 /** The most cells a block map has: 2^20 (a million-block grid is drawn block by block). */
 export const MAX_MAP_CELLS = 1 << 20;
 
