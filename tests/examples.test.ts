@@ -112,6 +112,14 @@ const EXAMPLES: readonly Example[] = [
     check: (_dir, said) => assert.match(said, /remote worker logs/),
   },
   {
+    file: "report/pipeline.mjs",
+    exit: 1,
+    check: (_dir, said) => {
+      assert.match(said, /no objects found in block \(3, 25\)/);
+      assert.match(said, /1 block failed/);
+    },
+  },
+  {
     file: "python_segment/pipeline.mjs",
     exit: 1,
     needsNumpy: true,
@@ -141,7 +149,12 @@ describe("examples/", () => {
       }
     };
     visit("");
-    const tested = new Set([...EXAMPLES.map((e) => e.file), "python/pipeline.ts"]);
+    // read_ledger.mjs is a script, not a pipeline: tests/serve.test.ts runs it.
+    const tested = new Set([
+      ...EXAMPLES.map((e) => e.file),
+      "python/pipeline.ts",
+      "report/read_ledger.mjs",
+    ]);
     assert.deepEqual(files.filter((f) => !tested.has(f)), [], "examples without a test");
   });
 

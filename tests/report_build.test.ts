@@ -19,6 +19,8 @@ import process from "node:process";
 import { fileURLToPath } from "node:url";
 import { buildReport } from "../lib/view/report_build.ts";
 import { cellShapeFor } from "../lib/view/map_build.ts";
+import { lastErrorsOf } from "../lib/outputs/errors_log.ts";
+import { distribution } from "../lib/view/block_stats.ts";
 import {
   CELL_DONE,
   CELL_FAILED,
@@ -266,5 +268,69 @@ describe("blockwise report", () => {
     assert.equal(target.code, 2);
     assert.match(target.stderr, /absent does not exist; expected a tracking store/);
     assert.ok(!fs.existsSync(path.join(root, "x.html")));
+  });
+});
+
+describe("lastErrorsOf", () => {
+  it("finds each wanted block's last record from the end, skipping torn and other lines", () => {
+    const dir = path.join(root, "errors");
+    fs.mkdirSync(dir);
+    const line = (index: number[], message: string, attempt: number) =>
+      JSON.stringify({
+        task: "t",
+        block: "0",
+        index,
+        attempt,
+        run_id: "r",
+        at: "2026-01-01T00:00:00.000Z",
+        message,
+        stack: [],
+        permanent: false,
+      });
+    fs.writeFileSync(
+      path.join(dir, "errors.jsonl"),
+      [
+        line([1, 2], "first", 1),
+        line([3, 4], 'a message that says "index":[1,2]', 1),
+        line([1, 2], "second", 2),
+        '{"torn": tr',
+        line([5, 6], "other", 1),
+        "",
+      ].join("\n"),
+    );
+    const last = lastErrorsOf(dir, new Set(["1,2", "3,4", "7,8"]));
+    assert.deepEqual([...last.keys()].sort(), ["1,2", "3,4"]);
+    assert.equal(last.get("1,2")!.message, "second");
+    assert.equal(last.get("1,2")!.attempt, 2);
+    assert.equal(last.get("3,4")!.message, 'a message that says "index":[1,2]');
+    assert.equal(lastErrorsOf(path.join(root, "absent"), new Set(["1,2"])).size, 0);
+  });
+});
+
+describe("distribution", () => {
+  it("gives numpy's quantiles (linear interpolation), by selection, ignoring NaN", () => {
+    let seed = 3;
+    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296;
+    for (const n of [1, 2, 3, 10, 1001, 20_000]) {
+      const values = new Float64Array(n + 5);
+      for (let i = 0; i < n; i++) values[i] = Math.floor(random() * 50) / 7; // with duplicates
+      values.fill(Number.NaN, n);
+      const sorted = [...values.subarray(0, n)].sort((a, b) => a - b);
+      const q = (p: number) => {
+        const at = (n - 1) * p;
+        const lo = Math.floor(at);
+        const hi = Math.min(n - 1, lo + 1);
+        return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (at - lo);
+      };
+      const d = distribution("wall_seconds", "s", values);
+      assert.equal(d.count, n);
+      assert.equal(d.min, sorted[0]);
+      assert.equal(d.max, sorted[n - 1]);
+      for (const [key, p] of [["q1", 0.25], ["median", 0.5], ["q3", 0.75]] as const) {
+        assert.ok(Math.abs(d[key] - q(p)) < 1e-12, `n=${n} ${key}: ${d[key]} vs ${q(p)}`);
+      }
+      assert.equal(d.histogram.counts.reduce((a, b) => a + b, 0), n);
+    }
+    assert.equal(distribution("wall_seconds", "s", new Float64Array([Number.NaN])).count, 0);
   });
 });

@@ -219,6 +219,19 @@ describe("blockwise serve on loopback", () => {
     assert.equal(done.data.filter((v) => v === 1).length, 23);
   });
 
+  it("examples/report/read_ledger.mjs counts the done blocks over HTTP", async () => {
+    // Spawned asynchronously: the server answering it runs in this process.
+    const script = path.join(REPO, "examples", "report", "read_ledger.mjs");
+    const child = spawn(BUN, [script, `${base}zarr/a/`], { cwd: REPO });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout, "a: 23 of 24 blocks done (block grid 4×6, tracking grid 4×6)\n");
+  });
+
   it("serves zarr.json as JSON and chunks as bytes, with CORS; a missing chunk is 404", async () => {
     const meta = await fetch(`${base}zarr/a/done/zarr.json`);
     assert.equal(meta.headers.get("content-type"), "application/json");

@@ -23,7 +23,6 @@ import { renderReportPage } from "../view/page.ts";
 import { DEFAULT_REPORT_FILE } from "../view/report_data.ts";
 import { EXIT_OK, EXIT_STORE_REFUSED } from "./exit_codes.ts";
 
-
 export interface ReportOptions {
   readonly output?: string;
 }
