@@ -522,14 +522,22 @@ describe("the live page in Chromium", () => {
         const { page, problems } = await open(url);
         const badge = () => page.$eval("[data-live-badge]", (el) => el.textContent ?? "");
         assert.match(await badge(), /^live · updated \d\d:\d\d:\d\d$/);
-        assert.equal(server.fulls, 1);
-        const d0 = server.base.status.stores[0]!.done - 20;
-        assert.equal((await counts(page, "segment"))["done"], String(d0));
+        // The first paint is a frame (faster to build), the full document follows at once.
+        await until("the full document after the first frame", () => server.fulls === 1);
+        assert.equal(server.frames, 1);
+        const d0 = server.base.status.stores[0]!.done - 20 + 1;
+        await page.waitForFunction(
+          (d: string) =>
+            document.querySelector('section[data-task="segment"] [data-count="done"]')
+              ?.getAttribute("data-value") === d,
+          { timeout: 5_000 },
+          String(d0),
+        );
         // Frames update the counts; the full document's metric layers and charts stay.
         await page.waitForFunction(
           (d: string) =>
             document.querySelector('section[data-task="segment"] [data-count="done"]')
-              ?.textContent !== d,
+              ?.getAttribute("data-value") !== d,
           { timeout: 10_000 },
           String(d0),
         );
