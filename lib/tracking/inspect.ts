@@ -140,11 +140,13 @@ export interface StoreFailureReport {
   readonly error: string;
 }
 
-function stringOrNull(v: unknown): string | null {
+/** A JSON record's field as a string, or null when it is not one. */
+export function stringOrNull(v: unknown): string | null {
   return typeof v === "string" ? v : null;
 }
 
-function numberOrNull(v: unknown): number | null {
+/** A JSON record's field as a finite number, or null when it is not one. */
+export function numberOrNull(v: unknown): number | null {
   return typeof v === "number" && Number.isFinite(v) ? v : null;
 }
 

@@ -29,13 +29,20 @@ export function echartsVersion(): string {
   return version;
 }
 
-/** The files the bundle is made from: the client's sources and the data contract it reads. */
+/**
+ * The files the bundle is made from: the client's sources, the data contract it reads and the
+ * scheduler's block-ID function it bundles.
+ */
 export function clientSources(): string[] {
   const files = fs.readdirSync(CLIENT_DIR)
     .filter((f) => f.endsWith(".ts"))
     .sort()
     .map((f) => path.join(CLIENT_DIR, f));
-  return [...files, path.join(VIEW_DIR, "report_data.ts")];
+  return [
+    ...files,
+    path.join(VIEW_DIR, "report_data.ts"),
+    path.join(VIEW_DIR, "..", "blocks", "block_id.ts"),
+  ];
 }
 
 /** SHA-256 over the client's sources and the ECharts version: changes whenever they do. */

@@ -5,9 +5,11 @@
  * the store (the block map is at most `MAX_MAP_CELLS` cells).
  */
 
+import { isRecord } from "../errors.ts";
 import { readRunRecords } from "../tracking/runs_log.ts";
 import { readStoreMetadata, type StoreMetadata } from "../tracking/store_metadata.ts";
 import { versionLine } from "../version.ts";
+import type { TaskLayout } from "../blocks/mod.ts";
 import { BlockStats } from "./block_stats.ts";
 import { failuresView, MAX_FAILED_GROUPED } from "./failures_view.ts";
 import { buildBlockMap } from "./map_build.ts";
@@ -29,7 +31,7 @@ import {
 } from "./status_json.ts";
 import { failedBlocks } from "../outputs/errors_log.ts";
 import { findStores } from "../tracking/find_stores.ts";
-import { inspectStores } from "../tracking/inspect.ts";
+import { inspectStores, numberOrNull as num, stringOrNull as str } from "../tracking/inspect.ts";
 import * as path from "node:path";
 
 export interface BuildOptions {
@@ -97,7 +99,7 @@ function taskView(
     task: store.task,
     path: store.path,
     zarr_path: `zarr/${encodeURIComponent(store.task)}/`,
-    layout: mapLayout(meta),
+    layout: mapLayout(layout),
     runs: runViews(store.path),
     map,
     distributions: stats?.distributions() ?? [],
@@ -107,8 +109,8 @@ function taskView(
   };
 }
 
-function mapLayout(meta: StoreMetadata): MapLayout {
-  const layout = meta.layout;
+/** What the page needs of a task's layout to name a block and its ROIs. */
+export function mapLayout(layout: TaskLayout): MapLayout {
   return {
     block_grid_shape: [...layout.gridShape],
     index_shift: [...layout.indexShift],
@@ -121,16 +123,11 @@ function mapLayout(meta: StoreMetadata): MapLayout {
   };
 }
 
-const str = (v: unknown) => (typeof v === "string" ? v : null);
-const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : null);
-
 function runViews(storeDir: string): RunView[] {
   return readRunRecords(storeDir).records
     .filter((r) => r["kind"] === "run")
     .map((r) => {
-      const blocks = typeof r["blocks"] === "object" && r["blocks"] !== null
-        ? r["blocks"] as Record<string, unknown>
-        : {};
+      const blocks = isRecord(r["blocks"]) ? r["blocks"] : {};
       return {
         run_id: str(r["run_id"]),
         started_at: str(r["started_at"]),

@@ -5,6 +5,7 @@
  * so a test can say which colour and which tooltip a given cell must show.
  */
 
+import { mapLayout } from "../../lib/view/report_build.ts";
 import { Buffer } from "node:buffer";
 import { cantorNumber, type Fit, TaskLayout } from "../../lib/blocks/mod.ts";
 import {
@@ -15,7 +16,6 @@ import {
   CELL_NEVER_RUN,
   CELL_PARTLY_DONE,
   type Distribution,
-  type MapLayout,
   type MetricLayer,
   type MetricName,
   REPORT_FORMAT,
@@ -80,18 +80,8 @@ export function layoutOf(spec: TaskSpec): TaskLayout {
   return layout;
 }
 
-export function mapLayoutOf(layout: TaskLayout): MapLayout {
-  return {
-    block_grid_shape: [...layout.gridShape],
-    index_shift: [...layout.indexShift],
-    total_write_offset: [...layout.totalWriteRoi.offset],
-    total_write_shape: [...layout.totalWriteRoi.shape],
-    write_shape: [...layout.writeRoi.shape],
-    context_begin: [...layout.contextBegin],
-    context_end: [...layout.contextEnd],
-    fit: layout.fit,
-  };
-}
+/** The report's layout of a task (the builder's own function). */
+export const mapLayoutOf = mapLayout;
 
 interface Block {
   readonly position: number;

@@ -1,10 +1,12 @@
 /**
  * Turning the report's compact encodings back into values: base64 layers into byte arrays,
  * quantised bytes into approximate values, block-grid coordinates into daisy's index, block ID
- * and ROIs (the same arithmetic as TaskLayout in lib/blocks/layout.ts, redone here because the
- * page must not import the scheduler's code).
+ * and ROIs (the same arithmetic as TaskLayout in lib/blocks/layout.ts, redone here on the
+ * report's `MapLayout`, since the page has no TaskLayout; the block ID is the scheduler's own
+ * function, bundled into the page).
  */
 
+import { cantorNumberBig } from "../../blocks/block_id.ts";
 import type { MapLayout, MetricLayer } from "../report_data.ts";
 
 /** The bytes of a base64 string (atob gives one char per byte). */
@@ -68,21 +70,10 @@ export function flatOf(coords: readonly number[], shape: readonly number[]): num
 }
 
 /**
- * daisy's block ID of a grid index, the generalised Cantor number
- * `sum over k = 1..n of C(x1 + ... + xk + k - 1, k)`, in BigInt so it is exact at any size.
+ * daisy's block ID of a grid index, in BigInt so it is exact at any size: the scheduler's own
+ * function (lib/blocks/block_id.ts), bundled into the page.
  */
-export function cantorId(index: readonly number[]): bigint {
-  let id = 0n;
-  let sum = 0n;
-  for (let k = 1; k <= index.length; k++) {
-    sum += BigInt(index[k - 1]!);
-    if (sum === 0n) continue;
-    let v = 1n;
-    for (let d = 0; d < k; d++) v = (v * (sum + BigInt(d))) / BigInt(d + 1);
-    id += v;
-  }
-  return id;
-}
+export const cantorId: (index: readonly number[]) => bigint = cantorNumberBig;
 
 /** daisy's grid index of block-grid coordinate `coords` (clamped at 0, as TaskLayout does). */
 export function blockIndex(layout: MapLayout, coords: readonly number[]): number[] {

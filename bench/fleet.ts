@@ -1,0 +1,449 @@
+/**
+ * A fleet of remote workers (issue 33): one scheduler, the real run loop (`runParallel` with
+ * the remote executor factory of `RemoteWorkers`, its `WorkerServer` and `StreamExecutor`s), and
+ * thousands of workers simulated by a few processes (`bench/fleet_sim.ts`, launched through
+ * `bench/fleet_launcher.ts`), each holding hundreds of authenticated TCP connections on
+ * loopback that speak the real protocol: the same handshake, frames, batches and results a
+ * `blockwise worker` sends, with heartbeats. A block is a no-op, or a timer per connection.
+ * Each simulated node (32 workers) connects from its own loopback address, as nodes would.
+ *
+ * Every case runs in a fresh scheduler process (this script with --case), so its peak resident
+ * size (VmHWM) and CPU time (/proc/PID/stat) are its own; the simulators' CPU is read the same
+ * way. Measured, at 2,000 workers (and 200, and 20,000 when file descriptors and memory allow):
+ *   - 2,000,000 no-op blocks: blocks per second over the run, handshakes included.
+ *     Budget: >= 200,000/s and >= 80 % of 2 workers' figure with the same simulator, this run.
+ *   - handshakes: first launch to every worker admitted (it got `init`). Budget: < 10 s.
+ *   - the scheduler's peak resident size (budget < 1 GB) and CPU seconds.
+ *   - blocks of 10 ms: fleet utilisation, the workers' nominal block time over their time from
+ *     the last admission to the last block's end (a late timer counts as idle). Budget: >= 95 %.
+ *     Then 50 and 200 ms, until 95 % is reached: the trade-off on this machine.
+ * Exits 1 when a budget is missed.
+ *
+ *   bun bench/fleet.ts [--workers 2000] [--blocks N] [--quick] [--sims 4] [--seconds 10]
+ *   deno run -A bench/fleet.ts [same options]
+ *
+ * --seconds: how long a timed case would last with every worker always busy (its blocks are
+ * workers x seconds / block time); --quick: 200 workers, 200,000 blocks, 2 s, no large fleet.
+ */
+
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import { buildPipelineGraph, localExecutorFactory, runParallel } from "../lib/execute/mod.ts";
+import { loadPipeline } from "../lib/pipeline/mod.ts";
+import { RemoteWorkers } from "../lib/remote/remote_workers.ts";
+import { runtimeName } from "../lib/runtime/mod.ts";
+import { FleetLauncher, type SimReport } from "./fleet_launcher.ts";
+import { statusKb } from "./proc_status.ts";
+
+const THROUGHPUT_BUDGET = 200_000;
+const SHARE_OF_TWO = 0.8;
+const HANDSHAKE_BUDGET_S = 10;
+const RSS_BUDGET_MB = 1024;
+const UTILISATION_BUDGET = 0.95;
+const SWEEP_MS = [10, 50, 200];
+/** A run still going after this is stopped (as by SIGTERM): figures are over what it did. */
+const RUN_LIMIT_S = 90;
+/** A case process that takes longer is killed and reported as skipped for time. */
+const CASE_LIMIT_S = 170;
+/** File descriptors the scheduler uses besides one per worker (runtime, pipes, listener). */
+const FD_MARGIN = 100;
+const CLOCK_TICKS = 100;
+
+/** Milliseconds since the epoch, comparable with the simulators' clocks. */
+const epoch = (): number => performance.timeOrigin + performance.now();
+
+interface CaseSpec {
+  readonly workers: number;
+  readonly blocks: number;
+  /** 0: no-op blocks. */
+  readonly blockMs: number;
+  readonly sims: number;
+  readonly perNode: number;
+}
+
+interface CaseResult {
+  readonly spec: CaseSpec;
+  /** Blocks completed: all of them, unless the run was stopped at RUN_LIMIT_S. */
+  readonly completed: number;
+  readonly stopped: boolean;
+  readonly wallSeconds: number;
+  /** First launch to the last worker admitted; NaN when not all were before the run ended. */
+  readonly handshakeSeconds: number;
+  readonly admitted: number;
+  readonly schedulerCpuSeconds: number;
+  readonly simCpuSeconds: number;
+  readonly hwmMb: number;
+  readonly rssMb: number;
+  /** Timed blocks only, else NaN. */
+  readonly utilisation: number;
+  readonly lateMs: number;
+  readonly busyRetries: number;
+  readonly batches: number;
+  readonly resultFrames: number;
+  readonly refused: number;
+  readonly endings: Readonly<Record<string, number>>;
+}
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: number): number => {
+  const i = args.indexOf(name);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const here = fileURLToPath(import.meta.url);
+const self = (extra: readonly string[]): string[] =>
+  runtimeName() === "deno" ? ["run", "-A", "--quiet", here, ...extra] : [here, ...extra];
+
+/** CPU seconds of a process (all its threads), user and system. */
+function cpuSeconds(pid: number | "self"): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+// ---- one case, in its own scheduler process ---------------------------------------------------
+
+async function runCase(spec: CaseSpec): Promise<CaseResult> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-bench-fleet-"));
+  const file = path.join(dir, "fleet.ts");
+  fs.writeFileSync(
+    file,
+    `export default { tasks: [{ id: "fleet", totalRoi: { offset: [0], shape: [${spec.blocks}] },
+       readRoi: { offset: [0], shape: [1] }, writeRoi: { offset: [0], shape: [1] },
+       readWriteConflict: false, maxWorkers: ${spec.workers},
+       launch: { kind: "command", argv: ["{worker}"] }, process() {} }] };\n`,
+  );
+  const fleet = await FleetLauncher.start({
+    processes: spec.sims,
+    perNode: spec.perNode,
+    blockMs: spec.blockMs,
+  });
+  fleet.takeOverCommandLaunches();
+  const pipeline = await loadPipeline(file);
+  const graph = buildPipelineGraph(pipeline);
+  const notices: string[] = [];
+  const simCpu = () => fleet.pids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+  const cpu0 = cpuSeconds("self");
+  const sim0 = simCpu();
+  const started = performance.now();
+  const remote = await RemoteWorkers.open({
+    pipeline,
+    logDir: path.join(dir, "logs"),
+    runId: "fleet",
+    log: (m) => notices.push(m),
+  });
+  if (remote === null) throw new Error("The fleet task has no remote workers");
+  let stopAt = Number.NaN;
+  let stopTimer: ReturnType<typeof setTimeout> | undefined;
+  const result = await runParallel(pipeline, graph, {
+    executorFactory: remote.factory(localExecutorFactory),
+    observer: { notice: (m) => notices.push(m) },
+    onStopRequest: (stop) => {
+      stopTimer = setTimeout(() => {
+        stopAt = epoch();
+        stop("SIGTERM");
+      }, RUN_LIMIT_S * 1000);
+    },
+    graceSeconds: 5,
+  });
+  clearTimeout(stopTimer);
+  const wallSeconds = (performance.now() - started) / 1000;
+  const schedulerCpuSeconds = cpuSeconds("self") - cpu0;
+  const simCpuSeconds = simCpu() - sim0;
+  const hwmMb = statusKb(process.pid, "VmHWM") / 1024;
+  const rssMb = statusKb(process.pid, "VmRSS") / 1024;
+  const refused = remote.server.refused;
+  await remote.close();
+  const reports = await fleet.reports();
+  await fleet.quit();
+  fs.rmSync(dir, { recursive: true, force: true });
+  const done = result.tasks.reduce((n, t) => n + t.counters.completed, 0);
+  const stopped = result.stoppedBy !== null;
+  if (done !== spec.blocks && !stopped) {
+    throw new Error(
+      `only ${done} of ${spec.blocks} blocks completed:\n${notices.slice(0, 20).join("\n")}`,
+    );
+  }
+  const upAt = fleet.upAt;
+  const allUp = upAt.length >= spec.workers ? Math.max(...upAt) : Number.NaN;
+  const blocksRun = reports.reduce((n, r) => n + r.blocks, 0);
+  return {
+    spec,
+    completed: done,
+    stopped,
+    wallSeconds,
+    handshakeSeconds: (allUp - fleet.firstLaunchAt) / 1000,
+    admitted: upAt.length,
+    schedulerCpuSeconds,
+    simCpuSeconds,
+    hwmMb,
+    rssMb,
+    utilisation: spec.blockMs > 0
+      ? utilisation(reports, Number.isNaN(allUp) ? Math.max(...upAt) : allUp, stopAt, spec.workers)
+      : Number.NaN,
+    lateMs: blocksRun === 0 ? 0 : reports.reduce((s, r) => s + r.lateMs * r.blocks, 0) / blocksRun,
+    busyRetries: reports.reduce((n, r) => n + r.busyRetries, 0),
+    batches: reports.reduce((n, r) => n + r.batches, 0),
+    resultFrames: reports.reduce((n, r) => n + r.resultFrames, 0),
+    refused,
+    endings: Object.fromEntries(fleet.endings),
+  };
+}
+
+/**
+ * Nominal busy time over worker time, from the last admission to the last block's end (or to
+ * the stop of a run cut short); workers never admitted count as idle.
+ */
+function utilisation(
+  reports: readonly SimReport[],
+  from: number,
+  stopAt: number,
+  workers: number,
+): number {
+  const last = Math.max(...reports.map((r) => r.lastBlockEnd));
+  const to = Number.isNaN(stopAt) ? last : Math.min(stopAt, last);
+  if (!(to > from)) return Number.NaN;
+  let busy = 0;
+  for (const r of reports) {
+    r.busy.forEach((ms, i) => {
+      const start = r.bucketsFrom + i * r.bucketMs;
+      const overlap = Math.min(start + r.bucketMs, to) - Math.max(start, from);
+      if (overlap > 0) busy += ms * overlap / r.bucketMs;
+    });
+  }
+  return busy / (workers * (to - from));
+}
+
+// ---- the driver: cases in child processes, then the table ------------------------------------
+
+/** Run one case in a fresh process; null with why when it could not finish. */
+function spawnCase(spec: CaseSpec): Promise<CaseResult | string> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, self(["--case", JSON.stringify(spec)]), {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout!.setEncoding("utf8");
+    child.stdout!.on("data", (c: string) => (out += c));
+    const timer = setTimeout(() => child.kill("SIGKILL"), CASE_LIMIT_S * 1000);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      const last = out.trim().split("\n").pop() ?? "";
+      // JSON writes NaN (a figure that does not apply) as null.
+      const nan = (_key: string, v: unknown) => v === null ? Number.NaN : v;
+      if (code === 0 && last.startsWith("{")) resolve(JSON.parse(last, nan) as CaseResult);
+      else if (signal === "SIGKILL") resolve(`time: not done within ${CASE_LIMIT_S} s`);
+      else resolve(`the case failed (status ${code ?? signal}): ${last.slice(0, 300)}`);
+    });
+  });
+}
+
+/** The soft and hard limits on open files of this process. */
+function openFileLimits(): { soft: number; hard: number } {
+  const limits = fs.readFileSync("/proc/self/limits", "utf8");
+  const m = /Max open files\s+(\S+)\s+(\S+)/.exec(limits);
+  const n = (s: string | undefined) => s === "unlimited" ? Infinity : Number(s);
+  return { soft: n(m?.[1]), hard: n(m?.[2]) };
+}
+
+function memAvailableMb(): number {
+  const m = /MemAvailable:\s+(\d+) kB/.exec(fs.readFileSync("/proc/meminfo", "utf8"));
+  return m === null ? Infinity : Number(m[1]) / 1024;
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
+/** "2,000,000 blocks", or what a run stopped at RUN_LIMIT_S did. */
+const done = (r: CaseResult) =>
+  r.stopped
+    ? `stopped at ${RUN_LIMIT_S} s: ${fmt(r.completed)} of ${fmt(r.spec.blocks)} blocks`
+    : `${fmt(r.completed)} blocks`;
+const fixed = (n: number, d: number) => Number.isFinite(n) ? n.toFixed(d) : "-";
+
+interface Row {
+  readonly workers: string;
+  readonly measure: string;
+  readonly figure: string;
+  readonly budget: string;
+  /** null: no budget on this line. */
+  readonly ok: boolean | null;
+}
+
+async function drive(): Promise<void> {
+  const quick = args.includes("--quick");
+  const workers = option("--workers", quick ? 200 : 2000);
+  const blocks = option("--blocks", quick ? 200_000 : 2_000_000);
+  const seconds = option("--seconds", quick ? 2 : 10);
+  const sims = option("--sims", 4);
+  const perNode = option("--per-node", 32);
+  const sizes = [Math.max(2, Math.round(workers / 10)), workers, workers * 10];
+  const spec = (w: number, blockMs: number): CaseSpec => ({
+    workers: w,
+    blocks: blockMs === 0 ? blocks : Math.round(w * seconds * 1000 / blockMs),
+    blockMs,
+    sims: Math.min(sims, w),
+    perNode,
+  });
+  const load = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+  console.log(
+    `blockwise fleet benchmark (${runtimeName()}): ${os.cpus().length} cores, load average ${load}, ${
+      Math.round(os.totalmem() / 2 ** 30)
+    } GB; ${sims} simulator processes, ${perNode} workers per simulated node`,
+  );
+  const rows: Row[] = [];
+  const say = (
+    workers: string,
+    measure: string,
+    figure = "",
+    budget = "",
+    ok: boolean | null = null,
+  ) => {
+    rows.push({ workers, measure, figure, budget, ok });
+    console.error(`  [fleet] ${workers} ${measure}: ${figure}`);
+  };
+  const cores = (cpu: number, wall: number) => `${fixed(cpu, 1)} s = ${fixed(cpu / wall, 2)} cores`;
+  const resources = (r: CaseResult) =>
+    `${cores(r.schedulerCpuSeconds, r.wallSeconds)} / ${
+      cores(r.simCpuSeconds, r.wallSeconds)
+    }; scheduler peak ${fmt(r.hwmMb)} MB`;
+
+  const ref = await spawnCase(spec(2, 0));
+  if (typeof ref === "string") throw new Error(`The 2-worker reference failed: ${ref}`);
+  const refRate = ref.completed / ref.wallSeconds;
+  say(
+    "2",
+    "no-op throughput (reference)",
+    `${fmt(refRate)} blocks/s (${done(ref)} in ${fixed(ref.wallSeconds, 2)} s; ${
+      fixed(ref.completed / ref.batches, 1)
+    } blocks per batch)`,
+    `>= ${fmt(THROUGHPUT_BUDGET)}/s`,
+    refRate >= THROUGHPUT_BUDGET,
+  );
+  say("2", "  scheduler / simulator CPU", resources(ref));
+
+  const limits = openFileLimits();
+  let perWorkerMb = Number.NaN;
+  for (const [i, w] of sizes.entries()) {
+    const name = fmt(w);
+    if (i === 2 && quick) {
+      say(name, "skipped: --quick");
+      continue;
+    }
+    if (w + FD_MARGIN > limits.soft) {
+      say(
+        name,
+        `skipped: file descriptors: the scheduler holds one per worker, ${
+          fmt(w + FD_MARGIN)
+        } with its own, but ulimit -n is ${fmt(limits.soft)} (hard ${fmt(limits.hard)})`,
+      );
+      continue;
+    }
+    const needMb = perWorkerMb * w * 2; // scheduler and simulators, about alike
+    if (needMb > 0.8 * memAvailableMb()) {
+      say(
+        name,
+        `skipped: memory: about ${fmt(needMb)} MB needed, ${fmt(memAvailableMb())} MB available`,
+      );
+      continue;
+    }
+    const peaks: number[] = [];
+    const noop = await spawnCase(spec(w, 0));
+    if (typeof noop === "string") say(name, `no-op: skipped: ${noop}`, "", "", false);
+    else {
+      const rate = noop.completed / noop.wallSeconds;
+      say(
+        name,
+        "no-op throughput",
+        `${fmt(rate)} blocks/s (${done(noop)} in ${fixed(noop.wallSeconds, 2)} s; ${
+          fixed(100 * rate / refRate, 0)
+        } % of 2 workers; ${fixed(noop.completed / noop.batches, 1)} blocks per batch)`,
+        `>= ${fmt(THROUGHPUT_BUDGET)}/s, >= 80 % of 2 (${fmt(SHARE_OF_TWO * refRate)})`,
+        rate >= Math.max(THROUGHPUT_BUDGET, SHARE_OF_TWO * refRate),
+      );
+      say(name, "  scheduler / simulator CPU", resources(noop));
+      peaks.push(noop.hwmMb);
+      if (i === 1) perWorkerMb = noop.hwmMb / w;
+    }
+    // Utilisation: 10 ms blocks at every size; longer ones at the main size until 95 % is reached.
+    for (const ms of i === 1 ? SWEEP_MS : SWEEP_MS.slice(0, 1)) {
+      const first = ms === SWEEP_MS[0];
+      const timed = await spawnCase(spec(w, ms));
+      if (typeof timed === "string") {
+        say(name, `utilisation, ${ms} ms blocks: skipped: ${timed}`, "", "", first ? false : null);
+        break;
+      }
+      const rate = timed.completed / timed.wallSeconds;
+      say(
+        name,
+        `utilisation, ${ms} ms blocks`,
+        `${fixed(100 * timed.utilisation, 1)} % (${fmt(rate)} blocks/s of ${
+          fmt(w * 1000 / ms)
+        } needed; ${done(timed)}; timers ${fixed(timed.lateMs, 2)} ms late)`,
+        // The budget is for 10 ms blocks; longer ones show where this machine gets there.
+        first ? `>= ${100 * UTILISATION_BUDGET} %` : "(trade-off)",
+        first ? timed.utilisation >= UTILISATION_BUDGET : null,
+      );
+      say(name, `  scheduler / simulator CPU (${ms} ms)`, resources(timed));
+      peaks.push(timed.hwmMb);
+      if (first) {
+        // Measured here, where the run outlasts the handshakes (a no-op run may not).
+        say(
+          name,
+          "handshake: first launch to all admitted (10 ms run)",
+          Number.isFinite(timed.handshakeSeconds)
+            ? `${fixed(timed.handshakeSeconds, 2)} s (${
+              fmt(timed.busyRetries)
+            } busy refusals retried)`
+            : `only ${fmt(timed.admitted)} of ${name} ever admitted (${
+              fmt(timed.busyRetries)
+            } busy refusals retried)`,
+          `< ${HANDSHAKE_BUDGET_S} s`,
+          timed.handshakeSeconds < HANDSHAKE_BUDGET_S,
+        );
+      }
+      if (timed.utilisation >= UTILISATION_BUDGET) break;
+    }
+    if (peaks.length > 0) {
+      const peak = Math.max(...peaks);
+      say(
+        name,
+        "scheduler peak resident (VmHWM), any case",
+        `${fmt(peak)} MB`,
+        `< ${fmt(RSS_BUDGET_MB)} MB`,
+        peak < RSS_BUDGET_MB,
+      );
+    }
+  }
+
+  const width = (k: keyof Row) => Math.max(...rows.map((r) => String(r[k]).length), k.length);
+  const w = { workers: width("workers"), measure: width("measure"), figure: width("figure") };
+  const b = width("budget");
+  console.log(
+    `${"workers".padStart(w.workers)}  ${"measure".padEnd(w.measure)}  ${
+      "figure".padEnd(w.figure)
+    }  ${"budget".padEnd(b)}  result`,
+  );
+  for (const r of rows) {
+    console.log(
+      `${r.workers.padStart(w.workers)}  ${r.measure.padEnd(w.measure)}  ${
+        r.figure.padEnd(w.figure)
+      }  ${r.budget.padEnd(b)}  ${r.ok === null ? "" : r.ok ? "PASS" : "FAIL"}`,
+    );
+  }
+  if (rows.some((r) => r.ok === false)) process.exitCode = 1;
+}
+
+const caseAt = args.indexOf("--case");
+if (caseAt >= 0) {
+  const result = await runCase(JSON.parse(args[caseAt + 1]!) as CaseSpec);
+  console.log(JSON.stringify(result));
+  process.exit(0);
+} else {
+  await drive();
+}
