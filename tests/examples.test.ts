@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { REPO_ROOT } from "./fixtures/parallel/harness.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
-import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
+import { describeRun, type RunningCli, startCli } from "./fixtures/tracking/harness.ts";
 
 const newDir = scratchDirs("examples");
 const SLOW = { timeout: 180_000 };
@@ -22,8 +22,33 @@ interface Example {
   readonly exit: number;
   readonly env?: Record<string, string>;
   readonly needsNumpy?: boolean;
+  /** Workers to start by hand with the line the run prints (`launch: "manual"`). */
+  readonly joiners?: number;
   /** What the run must have written (relative to the copy), or said. */
   readonly check: (dir: string, said: string) => void;
+}
+
+/** Start `n` workers by hand with the address and secret file the run prints. */
+async function join(
+  run: RunningCli,
+  n: number,
+  dir: string,
+  env: Readonly<Record<string, string>>,
+): Promise<void> {
+  const line = /Workers can join: .* worker --connect (\S+) --secret-file (\S+)/;
+  const deadline = Date.now() + 60_000;
+  let m = line.exec(run.stderr());
+  while (m === null && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    m = line.exec(run.stderr());
+  }
+  assert.ok(m !== null, `the run printed no join line:\n${run.stderr()}`);
+  const workers = Array.from(
+    { length: n },
+    () =>
+      startCli(["worker", "--connect", m[1]!, "--secret-file", m[2]!], { cwd: dir, env }).result,
+  );
+  for (const w of await Promise.all(workers)) assert.equal(w.code, 0, describeRun(w));
 }
 
 const count = (dir: string, sub: string) => fs.readdirSync(path.join(dir, sub)).length;
@@ -112,6 +137,17 @@ const EXAMPLES: readonly Example[] = [
     check: (_dir, said) => assert.match(said, /remote worker logs/),
   },
   {
+    file: "joining/pipeline.mjs",
+    exit: 0,
+    // Blocks last long enough for both joiners to get some.
+    env: { PAUSE_MS: "100" },
+    joiners: 2,
+    check: (_dir, said) => {
+      assert.match(said, /Workers can join: .* worker --connect \S+ --secret-file \S+/);
+      assert.match(said, /All 16 blocks completed\./);
+    },
+  },
+  {
     file: "report/pipeline.mjs",
     exit: 1,
     check: (_dir, said) => {
@@ -169,7 +205,7 @@ describe("examples/", () => {
       const dir = newDir("copy");
       fs.cpSync(folder, dir, { recursive: true });
       const file = path.join(dir, path.basename(example.file));
-      const r = await runCli([
+      const run = startCli([
         "run",
         file,
         "--tracking-dir",
@@ -180,6 +216,8 @@ describe("examples/", () => {
         env: example.env ?? {},
         timeoutMs: 170_000,
       });
+      if (example.joiners !== undefined) await join(run, example.joiners, dir, example.env ?? {});
+      const r = await run.result;
       assert.equal(r.code, example.exit, describeRun(r));
       example.check(dir, r.stdout + r.stderr);
     });

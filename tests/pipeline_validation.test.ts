@@ -271,6 +271,21 @@ describe("validatePipeline() scalar fields", () => {
     rejectsField({ maxWorkers: 1.5 }, "maxWorkers", ["got 1.5"]);
   });
 
+  it("reads launch.arrayThrottle, rejecting one that is not a whole number >= 1", () => {
+    const launch = (arrayThrottle: unknown) => ({ launch: { kind: "slurm", arrayThrottle } });
+    for (const bad of [0, 2.5, "10", -3]) {
+      rejectsField(launch(bad), "launch", [
+        'option "arrayThrottle" must be a whole number of at least 1',
+        `got ${typeof bad === "string" ? `"${bad}"` : bad}`,
+        "arrayThrottle: 50",
+      ]);
+    }
+    const config = validatePipeline(pipeline(task(launch(25))), PATH).tasks[0]!;
+    assert.equal(config.launch.kind === "slurm" ? config.launch.arrayThrottle : "none", 25);
+    const plain = validatePipeline(pipeline(task({ launch: "slurm" })), PATH).tasks[0]!;
+    assert.equal(plain.launch.kind === "slurm" ? plain.launch.arrayThrottle : "none", null);
+  });
+
   it("rejects a negative maxRetries", () => {
     rejectsField({ maxRetries: -1 }, "maxRetries", ["integer >= 0", "got -1", "default 2"]);
   });

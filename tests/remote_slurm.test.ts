@@ -56,7 +56,7 @@ interface Exit {
 
 interface Cli {
   readonly done: Promise<Exit>;
-  interrupt(): void;
+  interrupt(signal?: "SIGINT" | "SIGTERM"): void;
 }
 
 /** `bun main.ts ...args` in `cwd`; killed (and the test failed) after `ms`. */
@@ -78,7 +78,7 @@ function start(args: readonly string[], cwd: string, ms = 90_000): Cli {
       resolve({ code, stderr });
     });
   });
-  return { done, interrupt: () => process.kill(child.pid!, "SIGINT") };
+  return { done, interrupt: (signal = "SIGINT") => process.kill(child.pid!, signal) };
 }
 
 function run(dir: string, pipeline: string, extra: readonly string[] = []): Cli {
@@ -102,7 +102,8 @@ function run(dir: string, pipeline: string, extra: readonly string[] = []): Cli 
 
 /**
  * A pipeline of tasks on a 2-D grid of `blocks` x 1 blocks; each attempt appends
- * `{task, id, attempt, job, step}` to `calls.jsonl` (the job and step it ran in) and sleeps `ms`.
+ * `{task, id, attempt, job, step, array, element}` to `calls.jsonl` (the job, step and job array
+ * element it ran in) and sleeps `ms`.
  */
 function pipeline(
   dir: string,
@@ -124,6 +125,8 @@ function pipeline(
         log("calls.jsonl", block, start, {
           job: process.env.SLURM_JOB_ID ?? null,
           step: process.env.SLURM_STEP_ID ?? null,
+          array: process.env.SLURM_ARRAY_JOB_ID ?? null,
+          element: process.env.SLURM_ARRAY_TASK_ID ?? null,
         });
         sleep(${ms});
       },
@@ -144,6 +147,13 @@ interface Call {
   readonly attempt: number;
   readonly job: string | null;
   readonly step: string | null;
+  readonly array: string | null;
+  readonly element: string | null;
+}
+
+/** The job a block ran in as SLURM names it: `1234_5` for a job array's element, else `1234`. */
+function jobOf(c: Call): string {
+  return c.array === null ? c.job ?? "" : `${c.array}_${c.element}`;
 }
 
 function calls(dir: string): Call[] {
@@ -199,7 +209,7 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     });
   }
 
-  it("a two-task pipeline whose workers are sbatch jobs: every block done once", {
+  it("a two-task pipeline whose workers are sbatch job arrays: every block done once", {
     skip,
   }, async () => {
     const dir = newDir("sbatch");
@@ -213,13 +223,15 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     const all = calls(dir);
     assertOnce(all, "sa", 12);
     assertOnce(all, "sb", 12);
-    // Each ran in a batch job of its own (no step: the batch script itself).
-    for (const c of all) assert.match(c.job ?? "", /^\d+$/, JSON.stringify(c));
-    const jobs = new Set(all.map((c) => c.job));
-    for (const job of jobs) {
-      assert.ok(
-        fs.readdirSync(path.join(dir, "logs", "workers")).some((f) => f.endsWith(`-${job}.log`)),
-      );
+    // sa's two workers started together: the elements of one job array. sb's start as its
+    // blocks become ready (after sa's): an array when they came together, else plain jobs.
+    const sa = all.filter((c) => c.task === "sa");
+    for (const c of sa) assert.match(jobOf(c), /^\d+_[01]$/, JSON.stringify(c));
+    assert.equal(new Set(sa.map((c) => c.array)).size, 1, "sa's workers are one array");
+    for (const c of all) assert.match(jobOf(c), /^\d+(_[01])?$/, JSON.stringify(c));
+    const logs = fs.readdirSync(path.join(dir, "logs", "workers"));
+    for (const job of new Set(all.map(jobOf))) {
+      assert.ok(logs.some((f) => f.endsWith(`-${job}.log`)), `${job}: ${logs.join(" ")}`);
     }
     const l = ledger(dir);
     assert.deepEqual(l.get("sa"), { ...l.get("sa")!, done: 12, failed: 0, pending: 0 });
@@ -294,7 +306,7 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     },
   );
 
-  it("scancel of a worker job mid-run: the run completes, every block done once", {
+  it("scancel of one job array element mid-run: its blocks run again, every block done once", {
     skip,
   }, async () => {
     const dir = newDir("scancel");
@@ -305,17 +317,21 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     await waitUntil(
       () => {
         const perJob = new Map<string, number>();
-        for (const c of calls(dir)) perJob.set(c.job!, (perJob.get(c.job!) ?? 0) + 1);
+        for (const c of calls(dir)) perJob.set(jobOf(c), (perJob.get(jobOf(c)) ?? 0) + 1);
         victim = [...perJob].find(([, n]) => n >= 3)?.[0] ?? "";
         return victim !== "";
       },
       "a worker job that ran 3 blocks",
       60_000,
     );
+    // The workers are the elements of one array: cancel one of them only.
+    assert.match(victim, /^\d+_[01]$/);
+    const [array] = victim.split("_");
     assert.ok(
       activeJobs(["sc"]).some((l) => l.startsWith(`${victim} `)),
       activeJobs(["sc"]).join("\n"),
     );
+    const cancelledAt = calls(dir).length;
     const cancel = spawnSync("scancel", [victim], { encoding: "utf8" });
     assert.equal(cancel.status, 0, cancel.stderr);
     const exit = await cli.done;
@@ -325,18 +341,23 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     const all = calls(dir);
     const ids = new Set(all.map((c) => c.id));
     assert.equal(ids.size, blocks);
-    // Attempts beyond one per block: only blocks the cancelled job had started, run again.
+    // Attempts beyond one per block: only blocks the cancelled element had started, run again.
     const seen = new Map<string, Call>();
     for (const c of all) {
       const first = seen.get(c.id);
       if (first === undefined) seen.set(c.id, c);
-      else {assert.equal(
-          first.job,
+      else {
+        assert.equal(
+          jobOf(first),
           victim,
           `block ${c.id} ran twice: ${JSON.stringify([first, c])}`,
-        );}
+        );
+      }
     }
-    assert.ok(all.some((c) => c.job !== victim), "a replacement worker ran blocks");
+    const after = all.slice(cancelledAt);
+    // The other element went on; the replacement is a submission of its own (a plain job).
+    assert.ok(after.some((c) => c.array === array && jobOf(c) !== victim), "the sibling went on");
+    assert.ok(after.some((c) => c.array === null && /^\d+$/.test(c.job ?? "")), "a replacement");
     assert.deepEqual(
       ledger(dir).get("sc"),
       { ...ledger(dir).get("sc")!, done: blocks, failed: 0, pending: 0 },
@@ -393,17 +414,34 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     assert.deepEqual(calls(dir), []);
   });
 
-  it("an interrupted run leaves no worker job behind", { skip }, async () => {
-    const dir = newDir("interrupt");
-    const file = pipeline(dir, [{ id: "si", blocks: 60, launch: `"slurm"` }], 200, 3);
-    const cli = run(dir, file);
-    await waitUntil(() => calls(dir).length >= 2, "blocks running in worker jobs", 60_000);
-    assert.notDeepEqual(activeJobs(["si"]), []);
-    cli.interrupt();
-    const exit = await cli.done;
-    assert.equal(exit.code, 130, exit.stderr);
-    assert.deepEqual(activeJobs(["si"]), []);
-    const l = ledger(dir).get("si")!;
-    assert.ok(l.done > 0 && l.done < 60, JSON.stringify(l));
-  });
+  for (
+    const [how, signals, code] of [
+      ["SIGINT", ["SIGINT"], 130],
+      ["SIGTERM", ["SIGTERM"], 143],
+      ["a second SIGINT (abort)", ["SIGINT", "SIGINT"], 130],
+    ] as const
+  ) {
+    it(`a run interrupted by ${how} leaves no worker job behind`, { skip }, async () => {
+      const dir = newDir("interrupt");
+      // Three workers on a two-CPU node: one array element still pending when the run stops.
+      const file = pipeline(dir, [{ id: "si", blocks: 60, launch: `"slurm"` }], 200, 3);
+      const cli = run(dir, file);
+      await waitUntil(() => calls(dir).length >= 2, "blocks running in worker jobs", 60_000);
+      assert.notDeepEqual(activeJobs(["si"]), []);
+      for (const signal of signals) {
+        cli.interrupt(signal);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const exit = await cli.done;
+      assert.equal(exit.code, code, exit.stderr);
+      if (signals.length === 1) {
+        assert.deepEqual(activeJobs(["si"]), []);
+        const l = ledger(dir).get("si")!;
+        assert.ok(l.done > 0 && l.done < 60, JSON.stringify(l));
+      } else {
+        // The hard exit cancels and leaves at once: SLURM may still be ending the jobs.
+        await pollUntil(() => activeJobs(["si"]).length === 0, "no job left in squeue", 30_000);
+      }
+    });
+  }
 });

@@ -10,24 +10,31 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import process from "node:process";
+import { spawnSync } from "node:child_process";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import type { SlurmLaunchConfig } from "../lib/pipeline/spec.ts";
 import { defaultLaunch } from "../lib/pipeline/launch_fields.ts";
 import { InputError } from "../lib/errors.ts";
 import type { WorkerLaunchSpec } from "../lib/remote/launcher.ts";
 import {
+  arrayWrapScript,
   type CommandResult,
   logPathOf,
+  MAX_ARRAY_ELEMENTS,
   parseSbatchOutput,
   parseSqueue,
   phaseOfState,
   sbatchArgv,
+  sbatchArrayArgv,
+  sbatchArrayLogPattern,
   sbatchLogPattern,
   type SlurmRunner,
   srunArgv,
   type StepProcess,
 } from "../lib/remote/slurm_commands.ts";
 import { SlurmLauncher } from "../lib/remote/slurm_launcher.ts";
+import { jobEndTime } from "../lib/remote/walltime.ts";
 
 const newDir = scratchDirs("slurm-unit");
 
@@ -129,6 +136,7 @@ function launcherWith(
     runId: "run-1",
     env: { PATH: fakeBin(["sbatch", "squeue", "scancel", "srun"]), ...env },
     runner,
+    coalesceMs: 0,
     now: () => now,
     sleep: (ms) => {
       now += ms;
@@ -276,6 +284,7 @@ describe("SlurmLauncher", () => {
     assert.deepEqual(runner.called("squeue").at(-1), [
       "squeue",
       "-h",
+      "-r",
       "-t",
       "all",
       "-o",
@@ -393,6 +402,7 @@ describe("SlurmLauncher", () => {
     const { launcher } = launcherWith(runner);
     launcher.launch(spec(newDir("logs"), 1));
     launcher.launch(spec(newDir("logs"), 2));
+    await settle();
     await launcher.close();
     assert.deepEqual(runner.called("scancel"), [["scancel", "2"]]);
     const last = runner.called("squeue").at(-1)!;
@@ -507,5 +517,261 @@ describe("SlurmLauncher", () => {
     step.exit("it was killed by SIGTERM");
     await launcher.close();
     assert.deepEqual(step.signals, ["SIGTERM"]);
+  });
+});
+
+/** Launch `n` workers of `task` in one turn: same argv, log folder and environment, own slots. */
+function arraySpecs(logDir: string, n: number, task = "predict"): WorkerLaunchSpec[] {
+  return Array.from({ length: n }, (_, i) => ({
+    ...spec(logDir, i),
+    taskId: task,
+    env: { BLOCKWISE_SECRET: SECRET, BLOCKWISE_WORKER_SLOT: slotOf(i) },
+  }));
+}
+
+/** A distinct 32-hex-digit slot per element. */
+function slotOf(i: number): string {
+  return i.toString(16).padStart(32, "c");
+}
+
+/** Runs an array element's wrap script as its batch shell would, with `env` only. */
+function runWrap(shell: string, script: string, env: Record<string, string>) {
+  return spawnSync(shell, ["-c", script], {
+    env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", ...env },
+    encoding: "utf8",
+  });
+}
+
+describe("job arrays", () => {
+  it("launches of one task in the same turn are one sbatch --array; later ones a new job", async () => {
+    const runner = new ScriptedRunner();
+    let next = 700;
+    runner.answers.set("sbatch", () => ok(`${next++}\n`));
+    const { launcher } = launcherWith(runner);
+    const logs = newDir("logs");
+    const launches = arraySpecs(logs, 3).map((s) => launcher.launch(s));
+    const other = launcher.launch(arraySpecs(logs, 1, "segment")[0]!);
+    assert.equal(launches[0]!.label, "SLURM job (being submitted)");
+    await settle();
+    const submits = runner.calls.filter((c) => c.argv[0] === "sbatch");
+    assert.equal(submits.length, 2, "one array for predict, one plain job for segment");
+    const array = submits.find((c) => c.argv.some((a) => a.startsWith("--array=")))!;
+    assert.ok(array.argv.includes("--array=0-2"));
+    assert.ok(array.argv.includes("--job-name=blockwise-predict"));
+    assert.equal(array.env?.["BLOCKWISE_WORKER_SLOTS"], [0, 1, 2].map(slotOf).join(","));
+    assert.equal(array.env?.["BLOCKWISE_WORKER_SLOT"], undefined);
+    assert.equal(array.env?.["BLOCKWISE_SECRET"], SECRET);
+    assert.deepEqual(launches.map((l) => l.label), [0, 1, 2].map((i) => `SLURM job 700_${i}`));
+    assert.equal(other.label, "SLURM job 701");
+    const single = submits.find((c) => c !== array)!;
+    assert.ok(!single.argv.some((a) => a.startsWith("--array")));
+    assert.equal(single.env?.["BLOCKWISE_WORKER_SLOT"], slotOf(0));
+    // A replacement launched later is a submission of its own.
+    const replacement = launcher.launch(arraySpecs(logs, 1)[0]!);
+    await settle();
+    assert.equal(runner.called("sbatch").length, 3);
+    assert.equal(replacement.label, "SLURM job 702");
+  });
+
+  it("launches differing in more than their slot are never one array", async () => {
+    const runner = new ScriptedRunner();
+    let next = 10;
+    runner.answers.set("sbatch", () => ok(`${next++}\n`));
+    const { launcher } = launcherWith(runner);
+    const [a, b] = arraySpecs(newDir("logs"), 2);
+    launcher.launch(a!);
+    launcher.launch({ ...b!, env: { ...b!.env, OMP_NUM_THREADS: "4" } });
+    await settle();
+    assert.equal(runner.called("sbatch").length, 2);
+    assert.ok(!runner.called("sbatch").flat().some((a) => a.startsWith("--array")));
+  });
+
+  it("the array's command line: throttle, %A_%a logs, the wrap script; no secret, no slot", () => {
+    const [s] = arraySpecs("/shared/logs", 1);
+    const argv = sbatchArrayArgv(
+      config({ arrayThrottle: 5, partition: "gpu" }),
+      s!,
+      sbatchArrayLogPattern(s!),
+      40,
+      "BLOCKWISE_WORKER_SLOT",
+    );
+    assert.deepEqual(argv.slice(0, -1), [
+      "sbatch",
+      "--parsable",
+      "--export=ALL",
+      "--array=0-39%5",
+      "--job-name=blockwise-predict",
+      "--output=/shared/logs/predict-worker-%A_%a.log",
+      "--nodes=1",
+      "--ntasks=1",
+      "--partition=gpu",
+    ]);
+    assert.equal(
+      argv.at(-1),
+      `--wrap=${arrayWrapScript(s!.argv, "BLOCKWISE_WORKER_SLOT")}`,
+    );
+    assert.match(argv.at(-1)!, /exec \/opt\/bun '\/home\/me\/blockwise main.ts' worker --connect/);
+    assert.ok(!argv.join(" ").includes(SECRET));
+    assert.ok(!argv.join(" ").includes(slotOf(0)));
+    assert.equal(
+      logPathOf("/shared/100%%/predict-worker-%A_%a.log", "812_17"),
+      "/shared/100%/predict-worker-812_17.log",
+    );
+  });
+
+  it("each element's batch script execs the worker with its own slot (sh and bash)", () => {
+    const argv = [
+      "sh",
+      "-c",
+      'printf "%s|%s|%s\\n" "$BLOCKWISE_WORKER_SLOT" "${BLOCKWISE_WORKER_SLOTS-unset}" "$1"',
+      "sh",
+      'it\'s a "quoted" $HOME',
+    ];
+    const script = arrayWrapScript(argv, "BLOCKWISE_WORKER_SLOT");
+    const slots = [0, 1, 2].map(slotOf).join(",");
+    for (const shell of ["sh", "bash"]) {
+      for (const element of [0, 1, 2]) {
+        const r = runWrap(shell, script, {
+          BLOCKWISE_WORKER_SLOTS: slots,
+          SLURM_ARRAY_TASK_ID: String(element),
+        });
+        assert.equal(r.status, 0, r.stderr);
+        assert.equal(r.stdout, `${slotOf(element)}|unset|it's a "quoted" $HOME\n`);
+      }
+      for (const env of [{ SLURM_ARRAY_TASK_ID: "3" }, {}]) {
+        const r = runWrap(shell, script, { BLOCKWISE_WORKER_SLOTS: slots, ...env });
+        assert.equal(r.status, 2);
+        assert.equal(r.stdout, "");
+        assert.match(
+          r.stderr,
+          /no worker slot for job array element (3|\(none\)) in BLOCKWISE_WORKER_SLOTS/,
+        );
+      }
+    }
+  });
+
+  it("above MAX_ARRAY_ELEMENTS the launches are split into several submissions", async () => {
+    const runner = new ScriptedRunner();
+    let next = 1;
+    runner.answers.set("sbatch", () => ok(`${next++}\n`));
+    const { launcher } = launcherWith(runner);
+    const launches = arraySpecs(newDir("logs"), MAX_ARRAY_ELEMENTS + 2).map((s) =>
+      launcher.launch(s)
+    );
+    await settle();
+    const submits = runner.calls.filter((c) => c.argv[0] === "sbatch");
+    assert.equal(submits.length, 2);
+    assert.ok(submits[0]!.argv.includes(`--array=0-${MAX_ARRAY_ELEMENTS - 1}`));
+    assert.ok(submits[1]!.argv.includes("--array=0-1"));
+    const first = submits[0]!.env!["BLOCKWISE_WORKER_SLOTS"]!;
+    assert.equal(first.split(",").length, MAX_ARRAY_ELEMENTS);
+    assert.ok(first.length < 128 * 1024 - "BLOCKWISE_WORKER_SLOTS=".length);
+    assert.equal(submits[1]!.env!["BLOCKWISE_WORKER_SLOTS"], [1000, 1001].map(slotOf).join(","));
+    assert.equal(launches[999]!.label, "SLURM job 1_999");
+    assert.equal(launches[1001]!.label, "SLURM job 2_1");
+  });
+
+  it("squeue -r lines of array elements, pending ones included", () => {
+    const jobs = parseSqueue(
+      "700_0|RUNNING|None\n700_1|PENDING|Resources\n700_[2-4]|PENDING|Priority\n701|RUNNING|None\n",
+    );
+    assert.deepEqual([...jobs.keys()], ["700_0", "700_1", "701"]);
+    assert.deepEqual(jobs.get("700_1"), { id: "700_1", state: "PENDING", reason: "Resources" });
+  });
+
+  it("one squeue per poll for every array; an element that ends is reported with its own log", async () => {
+    const runner = new ScriptedRunner();
+    let next = 700;
+    runner.answers.set("sbatch", () => ok(`${next++}\n`));
+    let squeue = "700_0|RUNNING|None\n700_1|PENDING|Resources\n700_2|PENDING|Resources\n";
+    runner.answers.set("squeue", () => ok(squeue));
+    const { launcher } = launcherWith(runner);
+    const logs = newDir("logs");
+    const launches = arraySpecs(logs, 3).map((s) => launcher.launch(s));
+    const plain = launcher.launch(arraySpecs(newDir("logs"), 1)[0]!);
+    await settle();
+    await launcher.poll();
+    assert.deepEqual(runner.called("squeue"), [
+      ["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r", "-j", "700,701"],
+    ]);
+    assert.deepEqual(launches.map((l) => l.phase()), ["running", "queued", "queued"]);
+    assert.equal(plain.phase(), "ended", "701 was not listed");
+    squeue = "700_0|RUNNING|None\n700_1|NODE_FAIL|None\n";
+    await launcher.poll();
+    assert.deepEqual(launches.map((l) => l.phase()), ["running", "ended", "ended"]);
+    assert.match(
+      launches[1]!.endReason(),
+      new RegExp(`its state is NODE_FAIL; its output: ${logs}/predict-worker-700_1\\.log$`),
+    );
+    assert.match(
+      launches[2]!.endReason(),
+      /no longer listed by squeue .*predict-worker-700_2\.log/,
+    );
+  });
+
+  it("cancel ends one element (scancel 1234_5); close and abort cancel whole arrays", async () => {
+    const runner = new ScriptedRunner();
+    let next = 700;
+    runner.answers.set("sbatch", () => ok(`${next++}\n`));
+    const cancelled = new Set<string>();
+    runner.answers.set("scancel", (argv) => {
+      for (const id of argv.slice(1)) cancelled.add(id);
+      return ok("");
+    });
+    const state = (id: string) =>
+      cancelled.has(id) || cancelled.has(id.split("_")[0]!) ? "CANCELLED" : "RUNNING";
+    runner.answers.set(
+      "squeue",
+      () =>
+        ok(
+          ["700_0", "700_1", "700_2", "701_0", "701_1"].map((id) => `${id}|${state(id)}|None\n`)
+            .join(""),
+        ),
+    );
+    const { launcher } = launcherWith(runner);
+    const a = arraySpecs(newDir("logs"), 3).map((s) => launcher.launch(s));
+    await settle();
+    const b = arraySpecs(newDir("logs"), 2).map((s) => launcher.launch(s));
+    await settle();
+    a[1]!.cancel();
+    a[1]!.cancel();
+    assert.deepEqual(runner.called("scancel"), [["scancel", "700_1"]]);
+    await launcher.poll();
+    assert.deepEqual(a.map((l) => l.phase()), ["running", "ended", "running"]);
+    assert.equal(b[0]!.phase(), "running");
+    launcher.abort();
+    assert.deepEqual(runner.syncCalls, [["scancel", "700", "701"]]);
+    await launcher.close();
+    assert.deepEqual(runner.called("scancel").slice(1), [["scancel", "700", "701"]]);
+    assert.deepEqual([...a, ...b].map((l) => l.phase()), Array(5).fill("ended"));
+  });
+
+  it("launches not yet submitted when the run closes are never submitted", async () => {
+    const runner = new ScriptedRunner();
+    runner.answers.set("sbatch", () => ok("5\n"));
+    const { launcher } = launcherWith(runner);
+    const launches = arraySpecs(newDir("logs"), 2).map((s) => launcher.launch(s));
+    await launcher.close();
+    await settle();
+    assert.equal(runner.called("sbatch").length, 0);
+    for (const l of launches) {
+      assert.equal(l.phase(), "ended");
+      assert.match(l.endReason(), /the run ended before it was submitted/);
+    }
+  });
+});
+
+describe("a worker's job end inside a job array", () => {
+  it("an element asks squeue for itself (array_index), not the array's id", () => {
+    const asked: (readonly string[])[] = [];
+    const run = (_program: string, args: readonly string[]) => {
+      asked.push(args);
+      return "2026-12-06T05:27:46\n";
+    };
+    const env = { SLURM_JOB_ID: "253", SLURM_ARRAY_JOB_ID: "253", SLURM_ARRAY_TASK_ID: "1" };
+    assert.equal(jobEndTime(env, run), new Date(2026, 11, 6, 5, 27, 46).getTime());
+    assert.deepEqual(asked, [["-h", "-j", "253_1", "-o", "%e"]]);
+    jobEndTime({ SLURM_JOB_ID: "77" }, run);
+    assert.deepEqual(asked.at(-1), ["-h", "-j", "77", "-o", "%e"]);
   });
 });

@@ -149,8 +149,8 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .addOption(
       new Option(
         "--launcher <kind>",
-        "where every task's workers run: local (Web Workers here), slurm (SLURM jobs or job steps), command (the task's launch command)",
-      ).choices(["local", "slurm", "command"]),
+        "where every task's workers run: local (Web Workers here), slurm (SLURM jobs or job steps), command (the task's launch command), manual (workers join by hand)",
+      ).choices(["local", "slurm", "command", "manual"]),
     )
     .option(
       "--listen <host:port>",
@@ -167,11 +167,19 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
 
   sub("worker")
     .description(
-      "serve one run as a remote worker (started by a run's launcher, which sets the secret and slot)",
+      "serve one run as a remote worker (started by a run's launcher, which sets the secret and slot, or joining by hand with --secret-file)",
     )
     .option(
       "--connect <host:port>",
       "the scheduler's address (default: $BLOCKWISE_CONNECT)",
+    )
+    .option(
+      "--secret-file <path>",
+      "join a run by hand: the file with the run's secret (mode 0600), which the run prints",
+    )
+    .option(
+      "--task <id>",
+      'join this task (launch: "manual"); optional when the run has one such task',
     )
     .option(
       "--python-client",

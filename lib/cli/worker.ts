@@ -11,6 +11,8 @@ import { keepAllocatorWarm } from "../runtime/allocator.ts";
 
 export interface WorkerCommandOptions {
   readonly connect?: string;
+  readonly secretFile?: string;
+  readonly task?: string;
   readonly pythonClient?: boolean;
 }
 
@@ -24,11 +26,17 @@ export async function workerCommand(options: WorkerCommandOptions): Promise<numb
   keepAllocatorWarm();
   const end = await runRemoteWorker({
     ...(options.connect === undefined ? {} : { connect: options.connect }),
+    ...(options.secretFile === undefined ? {} : { secretFile: options.secretFile }),
+    ...(options.task === undefined ? {} : { task: options.task }),
     env: process.env,
     log: workerLog,
   });
   if (end.stopped) {
     workerLog("The scheduler stopped this worker; exiting");
+    return EXIT_OK;
+  }
+  if (end.later === true) {
+    workerLog("The run needs no more workers now (see above); exiting");
     return EXIT_OK;
   }
   workerLog(`The session ended: ${end.reason}`);

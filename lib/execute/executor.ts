@@ -69,6 +69,11 @@ export interface Executor {
    * task waits for budget instead of exiting (`parked_executors.ts`).
    */
   readonly parkable?: boolean;
+  /**
+   * A worker that joined the run by hand (`launch: "manual"`): losing it spends no
+   * `maxWorkerRestarts` (nobody launched it; it is simply gone) and its place waits for another.
+   */
+  readonly joined?: boolean;
 }
 
 /** Everything a factory needs to make an executor for a task. */

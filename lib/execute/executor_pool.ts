@@ -20,6 +20,7 @@ import {
 } from "./budget_yield.ts";
 import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
+import { lostNotice } from "./lost_notice.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
 import { SetupFailures } from "./setup_failures.ts";
@@ -153,8 +154,8 @@ export class ExecutorPool {
   /**
    * A worker takes no more blocks (its job nears its walltime): it gets none, hands back what it
    * has not started, finishes its block and is retired; a replacement may start at once. One
-   * that leaves before finishing any block counts as a failed worker, so that jobs too short to
-   * do anything spend the restart cap instead of churning forever.
+   * that leaves before finishing any block counts as a failed worker (not one that joined by
+   * hand), so that jobs too short to do anything spend the restart cap instead of churning.
    */
   leaving(executor: Executor, reason: string): void {
     const task = this.#o.tasks[executor.task]!;
@@ -162,9 +163,8 @@ export class ExecutorPool {
     this.#leaving.add(executor);
     this.#draining.add(executor);
     this.#o.budget.release(task.config.requires);
-    if (this.lifetimes.of(executor).blocks === 0 && this.#o.scheduler.isRunning(executor.task)) {
-      task.stats.workerFailures++;
-    }
+    const idle = this.lifetimes.of(executor).blocks === 0 && executor.joined !== true;
+    if (idle && this.#o.scheduler.isRunning(executor.task)) task.stats.workerFailures++;
     this.#o.observer.notice?.(
       `Task "${task.config.id}": worker ${executor.id} takes no more blocks (${reason}); a replacement starts while blocks remain`,
     );
@@ -239,7 +239,7 @@ export class ExecutorPool {
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
     this.lifetimes.ended(executor, "crashed", now, 0, reason);
-    if (scheduler.isRunning(t)) {
+    if (scheduler.isRunning(t) && executor.joined !== true) {
       task.stats.workerFailures++;
       this.setupFailures.lost(t, setupFailure, task.stats.workerFailures === 1);
     }
@@ -276,15 +276,7 @@ export class ExecutorPool {
       }
     }
     queue.clear();
-    if (scheduler.isRunning(t)) {
-      const left = task.config.maxWorkerRestarts - task.stats.restarts;
-      observer.notice?.(
-        `Task "${task.config.id}": worker ${executor.id} was terminated (${reason}); ` +
-          (left > 0
-            ? `restarting it (${left} restart${left === 1 ? "" : "s"} left)`
-            : "no restarts left"),
-      );
-    }
+    if (scheduler.isRunning(t)) observer.notice?.(lostNotice(task, executor, reason));
   }
 
   /** Let every executor check itself at the run clock's `now` (timeouts, leases). */

@@ -56,6 +56,8 @@ export interface StreamExecutorOptions {
    * counts as lost (ms; default 120 s: a binary start and a module import on a slow shared disk).
    */
   readonly connectTimeoutMs?: number;
+  /** Its worker joins by hand (`launch: "manual"`): see `Executor.joined`. */
+  readonly joined?: boolean;
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
@@ -92,6 +94,10 @@ export class StreamExecutor implements Executor {
     this.#decoder = schedulerSideDecoder(options.frameCap);
     this.#lastHeard = options.spec.clock.now();
     if (options.channel !== null) this.attach(options.channel, null);
+  }
+
+  get joined(): boolean {
+    return this.#o.joined === true;
   }
 
   get state(): ExecutorState {
@@ -202,6 +208,10 @@ export class StreamExecutor implements Executor {
   }
 
   kill(): void {
+    // A joiner killed before it holds blocks (its task ended while it started) leaves cleanly.
+    if (this.#state !== "dead" && this.joined && this.inFlight.size === 0) {
+      this.#write({ kind: "stop" });
+    }
     this.#state = "dead";
     this.#channel?.close();
     this.#o.launch?.cancel();

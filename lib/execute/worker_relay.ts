@@ -22,7 +22,14 @@ import {
 } from "./protocol/messages.ts";
 import { WorkerExecutor } from "./worker_executor.ts";
 import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
-import { isNonce, newNonce, sameMac, schedulerProof, workerProof } from "../remote/auth.ts";
+import {
+  isNonce,
+  joinSlot,
+  newNonce,
+  sameMac,
+  schedulerProof,
+  workerProof,
+} from "../remote/auth.ts";
 
 export const HEARTBEAT_MS = 1000;
 
@@ -30,6 +37,8 @@ export const HEARTBEAT_MS = 1000;
 export interface RelayAuth {
   readonly secret: string;
   readonly slot: string;
+  /** A worker joining by hand: the task it asks for ("" for the only one); `slot` is unused. */
+  readonly join?: string;
 }
 
 /**
@@ -62,6 +71,8 @@ export interface RelayEnd {
   readonly reason: string;
   /** The scheduler refused the connection for being busy: connect again later. */
   readonly retry?: boolean;
+  /** The run needs no more workers now (a joiner's task is full or finished): not a failure. */
+  readonly later?: boolean;
 }
 
 /** Serve one scheduler until the stream ends; resolves with how it ended. */
@@ -88,6 +99,7 @@ class Relay implements ExecutorEvents {
   #blocksDone = 0;
   #secondsDone = 0;
   #retry = false;
+  #later = false;
 
   constructor(options: RelayOptions, resolve: (end: RelayEnd) => void) {
     this.#o = options;
@@ -116,7 +128,11 @@ class Relay implements ExecutorEvents {
       client: this.#o.client,
       pid: process.pid,
       host: os.hostname(),
-      ...(this.#o.auth === undefined ? {} : { slot: this.#o.auth.slot, nonce: this.#nonce }),
+      ...(this.#o.auth === undefined
+        ? {}
+        : this.#o.auth.join !== undefined
+        ? { join: this.#o.auth.join, nonce: this.#nonce }
+        : { slot: this.#o.auth.slot, nonce: this.#nonce }),
     });
   }
 
@@ -165,6 +181,7 @@ class Relay implements ExecutorEvents {
       if (message.kind === "error") {
         this.#o.log?.(`The scheduler refused this worker: ${message.message}`);
         this.#retry = message.retry === true;
+        this.#later = message.later === true;
         this.#o.channel.close();
         return;
       }
@@ -191,6 +208,7 @@ class Relay implements ExecutorEvents {
         return;
       case "error":
         this.#o.log?.(`The scheduler refused this worker: ${message.message}`);
+        this.#later = message.later === true; // a joiner's task is full or finished
         this.#o.channel.close();
         return;
       case "challenge":
@@ -207,13 +225,20 @@ class Relay implements ExecutorEvents {
       !sameMac(proof, schedulerProof(auth.secret, this.#nonce, schedulerNonce))
     ) {
       return this.#refuse(
-        "the scheduler could not prove it knows this run's secret; is BLOCKWISE_CONNECT pointing at the right run?",
+        auth.join !== undefined
+          ? "the scheduler could not prove it knows this run's secret; do --connect and --secret-file name the same run?"
+          : "the scheduler could not prove it knows this run's secret; is BLOCKWISE_CONNECT pointing at the right run?",
       );
     }
     this.#admitted = true;
     this.#write({
       kind: "auth",
-      mac: workerProof(auth.secret, schedulerNonce, this.#nonce, auth.slot),
+      mac: workerProof(
+        auth.secret,
+        schedulerNonce,
+        this.#nonce,
+        auth.join !== undefined ? joinSlot(auth.join) : auth.slot,
+      ),
     });
   }
 
@@ -305,7 +330,12 @@ class Relay implements ExecutorEvents {
     this.#closed = true;
     this.#stopHeartbeat?.();
     this.#executor?.kill();
-    this.#resolve({ stopped: this.#stopped, reason, ...(this.#retry ? { retry: true } : {}) });
+    this.#resolve({
+      stopped: this.#stopped,
+      reason,
+      ...(this.#retry ? { retry: true } : {}),
+      ...(this.#later ? { later: true } : {}),
+    });
   }
 }
 

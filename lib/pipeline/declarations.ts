@@ -100,16 +100,21 @@ export type Input =
 
 /**
  * Where a task's workers run. "local" (default): Web Workers on this machine. "slurm": each
- * worker a SLURM job (sbatch), or a job step (srun) when blockwise itself runs inside an
- * allocation; workers connect back to this run over TCP (see blockwise run --listen).
+ * worker a SLURM job (sbatch; workers launched together form one job array), or a job step
+ * (srun) when blockwise itself runs inside an allocation; workers connect back to this run
+ * over TCP (see blockwise run --listen).
  * { kind: "command", argv }: a site's own launcher around the worker command; an argv element
  * "{worker}" becomes the worker command, "{worker_shell}" inside an element the same as one
  * shell-quoted string; also {task_id} {worker_id} {log}.
+ * "manual": no worker is launched; workers join by hand (blockwise worker --connect HOST:PORT
+ * --secret-file PATH, which the run prints), up to maxWorkers.
  */
 export type Launch =
   | "local"
   | "slurm"
+  | "manual"
   | { kind: "local" }
+  | { kind: "manual" }
   | {
     kind: "slurm";
     partition?: string;
@@ -130,6 +135,11 @@ export type Launch =
      * mean block time, at least 60.
      */
     walltimeMargin?: number;
+    /**
+     * sbatch mode: the workers launched together are one job array; at most this many of its
+     * elements run at once (sbatch --array=0-N%arrayThrottle). Default: no limit.
+     */
+    arrayThrottle?: number;
   }
   | {
     kind: "command";
@@ -287,7 +297,7 @@ export interface Task<Context = unknown> {
   temporary?: boolean;
   /**
    * Where this task's workers run (process and python tasks): "local" Web Workers or Python
-   * processes (default), SLURM jobs, or a site's launch command. See Launch; blockwise run --launcher overrides the kind.
+   * processes (default), SLURM jobs, a site's launch command, or workers joining by hand ("manual"). See Launch; blockwise run --launcher overrides the kind.
    */
   launch?: Launch;
   /**

@@ -1,7 +1,8 @@
 /**
  * The task field `launch`: where a task's workers run. `"local"` (the default) keeps them in Web
  * Workers on this machine; `"slurm"` makes each worker a SLURM job (or a job step inside an
- * allocation); `{ kind: "command", argv }` wraps the worker command in a site's own launcher.
+ * allocation); `{ kind: "command", argv }` wraps the worker command in a site's own launcher;
+ * `"manual"` launches nothing: workers join by hand (`blockwise worker --secret-file`).
  */
 
 import { describeValue } from "./describe_value.ts";
@@ -10,6 +11,8 @@ import type { CommandLaunchSettings, LaunchConfig, SlurmLaunchConfig } from "./s
 import { COMMAND_LAUNCH_PLACEHOLDERS } from "../remote/launch_template.ts";
 
 export const LOCAL_LAUNCH: LaunchConfig = { kind: "local" };
+/** No worker launched: workers join by hand (`blockwise worker --secret-file`). */
+export const MANUAL_LAUNCH: LaunchConfig = { kind: "manual" };
 export const DEFAULT_START_TIMEOUT = 3600;
 
 const SLURM_KEYS = [
@@ -23,13 +26,15 @@ const SLURM_KEYS = [
   "extraArgs",
   "mode",
   "walltimeMargin",
+  "arrayThrottle",
 ];
 const COMMAND_KEYS = ["kind", "argv", "startTimeout", "walltimeMargin"];
 const EXAMPLE =
   `launch: "slurm", or launch: { kind: "slurm", partition: "gpu", time: "2:00:00", gres: "gpu:1" }, or launch: { kind: "command", argv: ["bsub", "-I", "{worker}"] }`;
 
 /** Defaults of a launch kind (for `--launcher KIND` on a task that names another kind). */
-export function defaultLaunch(kind: "local" | "slurm"): LaunchConfig {
+export function defaultLaunch(kind: "local" | "slurm" | "manual"): LaunchConfig {
+  if (kind === "manual") return MANUAL_LAUNCH;
   return kind === "local" ? LOCAL_LAUNCH : {
     kind: "slurm",
     partition: null,
@@ -41,6 +46,7 @@ export function defaultLaunch(kind: "local" | "slurm"): LaunchConfig {
     extraArgs: [],
     mode: "auto",
     walltimeMargin: null,
+    arrayThrottle: null,
   };
 }
 
@@ -48,19 +54,24 @@ export function readLaunch(t: TaskFields): LaunchConfig {
   const value = t.value("launch");
   if (value === undefined || value === "local") return LOCAL_LAUNCH;
   if (value === "slurm") return defaultLaunch("slurm");
+  if (value === "manual") return MANUAL_LAUNCH;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     t.fail(
       "launch",
-      `must be "local", "slurm" or an object; got ${describeValue(value)}. Write ${EXAMPLE}.`,
+      `must be "local", "slurm", "manual" or an object; got ${
+        describeValue(value)
+      }. Write ${EXAMPLE}.`,
     );
   }
   const fields = value as Record<string, unknown>;
   const kind = fields["kind"];
   const allowed = kind === "slurm" ? SLURM_KEYS : kind === "command" ? COMMAND_KEYS : ["kind"];
-  if (kind !== "local" && kind !== "slurm" && kind !== "command") {
+  if (kind !== "local" && kind !== "slurm" && kind !== "command" && kind !== "manual") {
     t.fail(
       "launch",
-      `has kind ${describeValue(kind)}; use "local", "slurm" or "command". Write ${EXAMPLE}.`,
+      `has kind ${
+        describeValue(kind)
+      }; use "local", "slurm", "command" or "manual". Write ${EXAMPLE}.`,
     );
   }
   const extra = Object.keys(fields).find((k) => !allowed.includes(k));
@@ -73,6 +84,7 @@ export function readLaunch(t: TaskFields): LaunchConfig {
     );
   }
   if (kind === "local") return LOCAL_LAUNCH;
+  if (kind === "manual") return MANUAL_LAUNCH;
   const text = (key: string): string | null => {
     const v = fields[key];
     if (v === undefined) return null;
@@ -139,6 +151,15 @@ export function readLaunch(t: TaskFields): LaunchConfig {
       `option "cpusPerWorker" must be a whole number of at least 1; got ${describeValue(cpus)}.`,
     );
   }
+  const throttle = fields["arrayThrottle"];
+  if (throttle !== undefined && (!Number.isSafeInteger(throttle) || (throttle as number) < 1)) {
+    t.fail(
+      "launch",
+      `option "arrayThrottle" must be a whole number of at least 1 (at most that many workers of one job array run at once); got ${
+        describeValue(throttle)
+      }. Write e.g. arrayThrottle: 50, or leave it out for no limit.`,
+    );
+  }
   const mode = fields["mode"] ?? "auto";
   if (mode !== "auto" && mode !== "sbatch" && mode !== "srun") {
     t.fail(
@@ -157,6 +178,7 @@ export function readLaunch(t: TaskFields): LaunchConfig {
     extraArgs: strings("extraArgs"),
     mode,
     walltimeMargin: seconds("walltimeMargin", null),
+    arrayThrottle: (throttle as number | undefined) ?? null,
   };
   return slurm;
 }

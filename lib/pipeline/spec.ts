@@ -68,7 +68,10 @@ export type InputDefinition =
 export type LaunchDefinition =
   | "local"
   | "slurm"
+  | "manual"
   | { kind: "local" }
+  /** No worker is launched: workers join by hand (`blockwise worker --secret-file`). */
+  | { kind: "manual" }
   | {
     kind: "slurm";
     partition?: string;
@@ -83,6 +86,8 @@ export type LaunchDefinition =
     /** "auto" (default): job steps inside an allocation, jobs outside one. */
     mode?: "auto" | "sbatch" | "srun";
     walltimeMargin?: number;
+    /** sbatch mode: at most this many workers of one job array run at once (`--array=...%N`). */
+    arrayThrottle?: number;
   }
   | {
     kind: "command";
@@ -192,6 +197,8 @@ export interface SlurmLaunchConfig {
   readonly mode: "auto" | "sbatch" | "srun";
   /** Seconds before its job's end a worker stops taking blocks, or null (automatic). */
   readonly walltimeMargin: number | null;
+  /** sbatch mode: at most this many elements of one job array run at once, or null (no limit). */
+  readonly arrayThrottle: number | null;
 }
 
 export interface CommandLaunchSettings {
@@ -202,7 +209,11 @@ export interface CommandLaunchSettings {
 }
 
 /** A validated `launch`. */
-export type LaunchConfig = { readonly kind: "local" } | SlurmLaunchConfig | CommandLaunchSettings;
+export type LaunchConfig =
+  | { readonly kind: "local" }
+  | { readonly kind: "manual" }
+  | SlurmLaunchConfig
+  | CommandLaunchSettings;
 
 export type LaunchKind = LaunchConfig["kind"];
 

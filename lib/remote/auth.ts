@@ -76,12 +76,20 @@ export function secretFromEnvironment(env: Readonly<Record<string, string | unde
       `No secret to connect with: neither ${SECRET_ENV} nor ${SECRET_FILE_ENV} is set. The scheduler gives its workers the run's secret through one of them; start workers through a launcher (launch: "slurm" or "command"), or export the variable the scheduler printed`,
     );
   }
+  return readSecretFile(file, SECRET_FILE_ENV);
+}
+
+/**
+ * The secret in `file` (named by `via`: `BLOCKWISE_SECRET_FILE` or `--secret-file`), which must
+ * exist and be readable by its owner only (mode 0600 or stricter). The secret is never printed.
+ */
+export function readSecretFile(file: string, via: string): string {
   let text: string;
   try {
     const stat = fs.statSync(file);
     if ((stat.mode & 0o077) !== 0) {
       throw new InputError(
-        `The secret file ${file} (${SECRET_FILE_ENV}) can be read by other users (mode ${
+        `The secret file ${file} (${via}) can be read by other users (mode ${
           (stat.mode & 0o777).toString(8)
         }); make it private with chmod 600 ${file}`,
       );
@@ -90,12 +98,20 @@ export function secretFromEnvironment(env: Readonly<Record<string, string | unde
   } catch (error) {
     if (error instanceof InputError) throw error;
     throw new InputError(
-      `Cannot read the secret file ${file} (${SECRET_FILE_ENV}): ${
+      `Cannot read the secret file ${file} (${via}): ${
         errorCode(error) ?? (error as Error).message
-      }; check the path and that this user may read it`,
+      }; check the path (the run prints it: "Workers can join: ...") and that this user may read it (chmod 600 ${file})`,
     );
   }
   return checkSecret(text.trim(), `the secret file ${file}`);
+}
+
+/**
+ * What a worker that joins by hand binds in its proof instead of a launch slot: the task it asks
+ * for ("" when it names none). Slots are hex, so no joiner's proof can pass for a slot's.
+ */
+export function joinSlot(task: string): string {
+  return `join:${task}`;
 }
 
 function checkSecret(text: string, where: string): string {

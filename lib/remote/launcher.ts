@@ -44,6 +44,9 @@ export interface Launcher {
   abort(): void;
 }
 
+/** A launched worker's slot (`WorkerLaunchSpec.env`): the one variable its launch has alone. */
+export const SLOT_ENV = "BLOCKWISE_WORKER_SLOT";
+
 /** Seconds between SIGTERM and SIGKILL when a launched process is cancelled. */
 const KILL_GRACE_MS = 5000;
 

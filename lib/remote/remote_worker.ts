@@ -13,8 +13,8 @@ import { type RelayEnd, serveWorker } from "../execute/worker_relay.ts";
 import { InputError } from "../errors.ts";
 import { versionLine } from "../version.ts";
 import { formatAddress, type HostPort, parseHostPort } from "./address.ts";
-import { secretFromEnvironment } from "./auth.ts";
-import { CONNECT_ENV, SLOT_ENV } from "./remote_workers.ts";
+import { workerAuth } from "./join_worker.ts";
+import { CONNECT_ENV } from "./remote_workers.ts";
 import { jobEndTime, walltimeMargin } from "./walltime.ts";
 
 /** How long a worker keeps trying to reach its scheduler. */
@@ -25,6 +25,10 @@ const BUSY_PATIENCE_MS = 120_000;
 export interface RemoteWorkerOptions {
   /** `--connect`, else BLOCKWISE_CONNECT. */
   readonly connect?: string;
+  /** `--secret-file`: join the run by hand with the secret in this file (no slot). */
+  readonly secretFile?: string;
+  /** `--task`: the task a worker joining by hand asks for (default: the run's only one). */
+  readonly task?: string;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly log: (message: string) => void;
 }
@@ -39,15 +43,8 @@ export async function runRemoteWorker(options: RemoteWorkerOptions): Promise<Rel
     );
   }
   const address = parseHostPort(target, "--connect", false);
-  const slot = env[SLOT_ENV];
-  if (slot === undefined || !/^[0-9a-f]{8,64}$/.test(slot)) {
-    throw new InputError(
-      `No worker slot: ${SLOT_ENV} is ${
-        slot === undefined ? "not set" : `"${slot}"`
-      }; workers are started by the run's launcher (launch: "slurm" or "command"), which sets it`,
-    );
-  }
-  const secret = secretFromEnvironment(env);
+  const { auth, slot } = workerAuth(options);
+  const secret = auth.secret;
   const endsAt = jobEndTime(env);
   // A scheduler busy with other connections' handshakes says so: come back, not a crash.
   const deadline = Date.now() + BUSY_PATIENCE_MS;
@@ -58,7 +55,7 @@ export async function runRemoteWorker(options: RemoteWorkerOptions): Promise<Rel
     const end = await serveWorker({
       channel: socketChannel(socket),
       client: versionLine(),
-      auth: { secret, slot },
+      auth: auth.join === undefined ? { secret, slot } : auth,
       log: options.log,
       ...(endsAt === null ? {} : { walltime: { endsAt, marginSeconds: walltimeMargin(env) } }),
     });

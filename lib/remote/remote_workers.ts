@@ -20,7 +20,8 @@ import {
   type WorkerEnvironment,
   workerEnvironment,
 } from "../execute/worker_profile.ts";
-import type { PythonInit } from "../execute/protocol/messages.ts";
+import type { HelloMessage, PythonInit } from "../execute/protocol/messages.ts";
+import type { ByteChannel } from "../execute/byte_channel.ts";
 import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
 import { InputError } from "../errors.ts";
@@ -33,7 +34,7 @@ import {
   isLoopback,
   parseHostPort,
 } from "./address.ts";
-import { CommandLauncher, type Launcher, LocalProcessLauncher } from "./launcher.ts";
+import { CommandLauncher, type Launcher, LocalProcessLauncher, SLOT_ENV } from "./launcher.ts";
 import {
   checkInterpreters,
   defaultPythonClientDir,
@@ -41,10 +42,17 @@ import {
   writePythonClient,
 } from "./python_client.ts";
 import { SlurmLauncher } from "./slurm_launcher.ts";
+import {
+  Joiners,
+  joinInstructions,
+  ManualLauncher,
+  shellWord,
+  writeJoinSecret,
+} from "./joiners.ts";
 import { WorkerServer } from "./worker_server.ts";
 
 export const CONNECT_ENV = "BLOCKWISE_CONNECT";
-export const SLOT_ENV = "BLOCKWISE_WORKER_SLOT";
+export { SLOT_ENV };
 export const WALLTIME_MARGIN_ENV = "BLOCKWISE_WALLTIME_MARGIN";
 
 export interface RemoteWorkersOptions {
@@ -94,6 +102,10 @@ export class RemoteWorkers {
   readonly #python: (PythonInit | null)[];
   /** Per task: what its worker processes get on top of the inherited environment. */
   readonly #environments: WorkerEnvironment[];
+  /** Tasks with `launch: "manual"`: their places for workers joining by hand. */
+  readonly #joiners: Joiners;
+  /** The secret's file for joiners (removed on close), or null. */
+  #secretFile: string | null = null;
 
   private constructor(
     options: RemoteWorkersOptions,
@@ -114,6 +126,7 @@ export class RemoteWorkers {
       workerEnvironment(withLaunch(t, launches[i]), process.env)
     );
     this.#connect = connectAddress(server.address);
+    this.#joiners = new Joiners(options.pipeline, launches);
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
     );
@@ -160,6 +173,7 @@ export class RemoteWorkers {
         } (workers connect to ${where})`,
       );
     }
+    workers.#openToJoiners();
     if (isLoopback(listen.host) && launches.some((l) => l.kind === "slurm")) {
       options.log(
         `warning: listening on loopback only: SLURM workers on other nodes cannot connect; use --listen 0.0.0.0:0 (or this node's address) on a multi-node cluster`,
@@ -182,6 +196,24 @@ export class RemoteWorkers {
     return this.#server;
   }
 
+  /** Tasks with `launch: "manual"`: write the secret (0600), take joiners, say how to join. */
+  #openToJoiners(): void {
+    const ids = this.#joiners.taskIds;
+    if (ids.length === 0) return;
+    const file = writeJoinSecret(this.#o.logDir, this.#o.runId, this.#secret);
+    this.#secretFile = file;
+    this.#server.acceptJoiners((hello) => this.#joiners.answer(hello));
+    const args = ["--connect", formatAddress(this.#connect), "--secret-file", file];
+    const worker = (id: string) => {
+      const task = this.#o.pipeline.tasks.find((t) => t.id === id)!;
+      const program = task.kind === "python"
+        ? [task.python.interpreter, this.#pythonClient!]
+        : [...selfCommand(), "worker"];
+      return [...program, ...args].map(shellWord).join(" ");
+    };
+    for (const line of joinInstructions(ids, worker)) this.#o.log(line);
+  }
+
   /** Executors for tasks whose workers are remote; `local` makes the others. */
   factory(local: ExecutorFactory): ExecutorFactory {
     return (spec) => {
@@ -200,7 +232,7 @@ export class RemoteWorkers {
       [SLOT_ENV]: slot,
       [CONNECT_ENV]: formatAddress(this.#connect),
     };
-    if (launch.kind !== "local" && launch.walltimeMargin !== null) {
+    if ("walltimeMargin" in launch && launch.walltimeMargin !== null) {
       env[WALLTIME_MARGIN_ENV] = String(launch.walltimeMargin);
     }
     let unexpect = (): void => {};
@@ -222,8 +254,12 @@ export class RemoteWorkers {
         ? {}
         : { connectTimeoutMs: launcher.connectTimeoutMs }),
       onEnd: () => unexpect(),
+      joined: launch.kind === "manual",
     });
-    unexpect = this.#server.expect(slot, (channel, hello) => executor.attach(channel, hello));
+    const claim = (channel: ByteChannel, hello: HelloMessage) => executor.attach(channel, hello);
+    unexpect = launch.kind === "manual"
+      ? this.#joiners.wait(spec.task, claim)
+      : this.#server.expect(slot, claim);
     return executor;
   }
 
@@ -236,6 +272,12 @@ export class RemoteWorkers {
   async close(): Promise<void> {
     await Promise.all([...new Set(this.#launchers)].map((l) => l?.close()));
     await this.#server.close();
+    if (this.#secretFile !== null) {
+      fs.rmSync(this.#secretFile, { force: true });
+      try {
+        fs.rmdirSync(this.#o.logDir); // only when empty: no worker wrote a log there
+      } catch { /* worker logs stay */ }
+    }
   }
 }
 
@@ -259,6 +301,8 @@ function makeLauncher(launch: LaunchConfig, options: RemoteWorkersOptions): Laun
       return new SlurmLauncher(launch, { logDir: options.logDir, runId: options.runId });
     case "command":
       return new CommandLauncher(launch);
+    case "manual":
+      return new ManualLauncher();
   }
 }
 

@@ -118,9 +118,19 @@ export function sbatchLogPattern(spec: WorkerLaunchSpec): string {
   return join(dir.replaceAll("%", "%%"), `${spec.taskId}-worker-${spec.workerId}-%j.log`);
 }
 
-/** A log pattern with the job id put in. */
+/** `<logDir>/<task>-worker-%A_%a.log` for a job array's elements (`1234_5`). */
+export function sbatchArrayLogPattern(spec: WorkerLaunchSpec): string {
+  const dir = isAbsolute(spec.logDir) ? spec.logDir : resolve(spec.logDir);
+  return join(dir.replaceAll("%", "%%"), `${spec.taskId}-worker-%A_%a.log`);
+}
+
+/** A log pattern with the job id (`1234`, or an array element's `1234_5`) put in. */
 export function logPathOf(pattern: string, jobId: string): string {
-  return pattern.replaceAll(/%(%|j)/g, (_m, c: string) => (c === "j" ? jobId : "%"));
+  const [array, index] = jobId.split("_");
+  return pattern.replaceAll(
+    /%(%|j|A|a)/g,
+    (_m, c: string) => c === "%" ? "%" : c === "A" ? array! : c === "a" ? index ?? "" : jobId,
+  );
 }
 
 /** The resources every worker asks for, job or step alike. */
@@ -164,6 +174,51 @@ export function sbatchArgv(
   ];
 }
 
+/** The variable with a job array's per-element slots, comma-separated, in element order. */
+export const SLOTS_ENV = "BLOCKWISE_WORKER_SLOTS";
+
+/**
+ * Most elements one job array gets: SLURM's default MaxArraySize (1001) allows indices up to
+ * 1000, and the slots (33 bytes each) stay far below Linux's 128 KiB per environment string.
+ */
+export const MAX_ARRAY_ELEMENTS = 1000;
+
+/**
+ * The batch script of a job array's element: its slot is the `SLURM_ARRAY_TASK_ID`-th (from 0)
+ * of the comma-separated `SLOTS_ENV`, put in `slotVariable` before the worker is exec'd with the
+ * same argv as every other element. Slots stay in the environment, never on a command line.
+ */
+export function arrayWrapScript(argv: readonly string[], slotVariable: string): string {
+  return [
+    `${slotVariable}=$(echo "$${SLOTS_ENV}" | cut -d, -f"$((\${SLURM_ARRAY_TASK_ID:--1} + 1))" 2>/dev/null)`,
+    `[ -n "$${slotVariable}" ] || { echo "blockwise: no worker slot for job array element \${SLURM_ARRAY_TASK_ID:-(none)} in ${SLOTS_ENV}" >&2; exit 2; }`,
+    `export ${slotVariable}`,
+    `unset ${SLOTS_ENV}`,
+    `exec ${argv.map(shellQuote).join(" ")}`,
+  ].join("; ");
+}
+
+/**
+ * `sbatch` for `count` workers as one job array (`--array=0-<count-1>[%throttle]`): one argv and
+ * environment for all, each element's slot picked by `arrayWrapScript` from `SLOTS_ENV`.
+ */
+export function sbatchArrayArgv(
+  config: SlurmLaunchConfig,
+  spec: WorkerLaunchSpec,
+  logPattern: string,
+  count: number,
+  slotVariable: string,
+): string[] {
+  const single = sbatchArgv(config, spec, logPattern);
+  const throttle = config.arrayThrottle === null ? "" : `%${config.arrayThrottle}`;
+  return [
+    ...single.slice(0, 3),
+    `--array=0-${count - 1}${throttle}`,
+    ...single.slice(3, -1),
+    `--wrap=${arrayWrapScript(spec.argv, slotVariable)}`,
+  ];
+}
+
 /**
  * `srun` for one worker. Inside an allocation it is a job step: `--exact` (SLURM 21.08 and
  * later) gives the step only what it asks for, so that several one-task steps share the
@@ -197,16 +252,22 @@ export interface JobStatus {
 
 export const SQUEUE_FORMAT = "%i|%T|%r";
 
-/** `squeue` for these jobs, in any state it still remembers. */
+/**
+ * `squeue` for these jobs (a job array's id names all its elements), in any state it still
+ * remembers; `-r` lists every array element on a line of its own, pending ones included.
+ */
 export function squeueArgv(ids: readonly string[]): string[] {
-  return ["squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT, "-j", ids.join(",")];
+  return ["squeue", "-h", "-r", "-t", "all", "-o", SQUEUE_FORMAT, "-j", ids.join(",")];
 }
 
-/** Lines of `squeue -o %i|%T|%r` by job id; lines that do not parse are skipped. */
+/**
+ * Lines of `squeue -o %i|%T|%r` by job id (`1234`, or `1234_5` for an array element); lines
+ * that do not parse (a still collapsed `1234_[6-9]` among them) are skipped.
+ */
 export function parseSqueue(text: string): Map<string, JobStatus> {
   const jobs = new Map<string, JobStatus>();
   for (const line of text.split("\n")) {
-    const m = /^\s*(\d+)\|([A-Z_]+)\|(.*)$/.exec(line.trimEnd());
+    const m = /^\s*(\d+(?:_\d+)?)\|([A-Z_]+)\|(.*)$/.exec(line.trimEnd());
     if (m === null) continue;
     jobs.set(m[1]!, { id: m[1]!, state: m[2]!, reason: m[3]!.trim() });
   }

@@ -5,6 +5,10 @@
  * this only asks for them, follows them until they connect, and cancels whatever is left when
  * the run ends.
  *
+ * The batch jobs launched together for one task are one job array (`slurm_array.ts`): each
+ * element is a launch of its own (`SLURM job 1234_5`), cancelled alone with `scancel 1234_5`;
+ * closing cancels whole arrays (`scancel 1234`).
+ *
  * Batch jobs are followed with one `squeue` for every tracked job, at most every `pollMs`, and
  * only while somebody asks (an executor waiting for its worker to connect): a connected worker's
  * liveness comes from its connection. A step is followed through its `srun` process and SLURM's
@@ -18,17 +22,22 @@ import type { LaunchHandle } from "../execute/stream_executor.ts";
 import type { SlurmLaunchConfig } from "../pipeline/spec.ts";
 import { findProgram } from "../runtime/command_group.ts";
 import { InputError } from "../errors.ts";
-import type { Launcher, WorkerLaunchSpec } from "./launcher.ts";
+import { type Launcher, SLOT_ENV, type WorkerLaunchSpec } from "./launcher.ts";
+import { chunks, LaunchBatcher, type Submitted } from "./slurm_array.ts";
 import {
   isUnknownJobsError,
   type JobStatus,
   logPathOf,
+  MAX_ARRAY_ELEMENTS,
   parseSbatchOutput,
   parseSqueue,
   parseSqueueSteps,
   phaseOfState,
   sbatchArgv,
+  sbatchArrayArgv,
+  sbatchArrayLogPattern,
   sbatchLogPattern,
+  SLOTS_ENV,
   type SlurmRunner,
   squeueArgv,
   squeueStepsArgv,
@@ -51,9 +60,13 @@ export interface SlurmContext {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Least time between two squeue calls (ms). */
   readonly pollMs?: number;
+  /** How long a launch waits for others to join its job array (ms). */
+  readonly coalesceMs?: number;
 }
 
 const DEFAULT_POLL_MS = 2000;
+/** Launches within this of the first of a batch share its job array. */
+const DEFAULT_COALESCE_MS = 10;
 /** Stopped workers end on their own within this; then their jobs are cancelled. */
 const EXIT_GRACE_MS = 3000;
 /** How long closing waits for cancelled jobs to leave squeue's active states. */
@@ -66,11 +79,12 @@ const realSleep = (ms: number): Promise<void> =>
     (timer as { unref?: () => void }).unref?.();
   });
 
-/** One worker as a batch job: submitting, then whatever squeue says, then ended. */
+/** One worker as a batch job or job array element: submitting, whatever squeue says, ended. */
 class SbatchLaunch implements LaunchHandle {
   readonly #owner: SlurmLauncher;
-  readonly #logPattern: string;
+  #logPattern = "";
   #jobId: string | null = null;
+  #arrayId: string | null = null;
   #status: JobStatus | null = null;
   #ended = false;
   /** Gone for good: not even COMPLETING (its processes being cleaned up) any more. */
@@ -80,16 +94,17 @@ class SbatchLaunch implements LaunchHandle {
   /** Resolves once sbatch returned (with a job or not). */
   readonly submitted: Promise<void>;
 
-  constructor(owner: SlurmLauncher, submission: Promise<string | Error>, logPattern: string) {
+  constructor(owner: SlurmLauncher, submission: Promise<Submitted | Error>) {
     this.#owner = owner;
-    this.#logPattern = logPattern;
     this.submitted = submission.then((result) => {
       if (result instanceof Error) {
         this.#settled = true;
         return this.#end(result.message);
       }
-      this.#jobId = result;
-      if (this.#cancelled) this.#owner.scancel([result]);
+      this.#jobId = result.jobId;
+      this.#arrayId = result.arrayId;
+      this.#logPattern = result.logPattern;
+      if (this.#cancelled) this.#owner.scancel([result.jobId]);
     });
   }
 
@@ -100,6 +115,11 @@ class SbatchLaunch implements LaunchHandle {
 
   get jobId(): string | null {
     return this.#jobId;
+  }
+
+  /** What squeue and closing's scancel are given: the whole array's id, or the job's. */
+  get wholeId(): string | null {
+    return this.#arrayId ?? this.#jobId;
   }
 
   get settled(): boolean {
@@ -180,6 +200,7 @@ export class SlurmLauncher implements Launcher {
   readonly #cancelling = new Set<Promise<unknown>>();
   #polling: Promise<void> | null = null;
   #lastPoll = Number.NEGATIVE_INFINITY;
+  readonly #batcher: LaunchBatcher;
 
   constructor(config: SlurmLaunchConfig, context: SlurmContext) {
     const env = context.env ?? process.env;
@@ -188,6 +209,11 @@ export class SlurmLauncher implements Launcher {
     this.#now = context.now ?? Date.now;
     this.#sleep = context.sleep ?? realSleep;
     this.#pollMs = context.pollMs ?? DEFAULT_POLL_MS;
+    this.#batcher = new LaunchBatcher(
+      SLOT_ENV,
+      context.coalesceMs ?? DEFAULT_COALESCE_MS,
+      (specs) => this.#submitBatch(specs),
+    );
     const job = env["SLURM_JOB_ID"];
     this.#insideAllocation = job !== undefined && job !== "";
     this.#mode = config.mode === "auto"
@@ -216,28 +242,50 @@ export class SlurmLauncher implements Launcher {
 
   launch(spec: WorkerLaunchSpec): LaunchHandle {
     fs.mkdirSync(spec.logDir, { recursive: true });
-    return this.#mode === "sbatch" ? this.#submit(spec) : this.#startStep(spec);
-  }
-
-  #submit(spec: WorkerLaunchSpec): SbatchLaunch {
-    const pattern = sbatchLogPattern(spec);
-    const submission = this.#runner.run(sbatchArgv(this.#config, spec, pattern), spec.env).then(
-      (r): string | Error => {
-        const id = r.status === 0 ? parseSbatchOutput(r.stdout) : null;
-        if (id !== null) return id;
-        const said = stderrTail(r.stderr) || stderrTail(r.stdout) || "no message";
-        return new Error(
-          r.status === 0
-            ? `sbatch printed no job id: ${JSON.stringify(r.stdout.trim())}`
-            : `sbatch failed (${
-              r.status === null ? "it did not run" : `status ${r.status}`
-            }): ${said}`,
-        );
-      },
-    );
-    const launch = new SbatchLaunch(this, submission, pattern);
+    if (this.#mode === "srun") return this.#startStep(spec);
+    const launch = new SbatchLaunch(this, this.#batcher.add(spec));
     this.#jobs.add(launch);
     return launch;
+  }
+
+  /** One batch of launches: a plain job for one, job arrays of at most MAX_ARRAY_ELEMENTS. */
+  async #submitBatch(specs: readonly WorkerLaunchSpec[]): Promise<(Submitted | Error)[]> {
+    const parts = await Promise.all(
+      chunks(specs, MAX_ARRAY_ELEMENTS).map(async (chunk): Promise<(Submitted | Error)[]> => {
+        const first = chunk[0]!;
+        if (chunk.length === 1) {
+          const logPattern = sbatchLogPattern(first);
+          const id = await this.#sbatch(sbatchArgv(this.#config, first, logPattern), first.env);
+          return [id instanceof Error ? id : { jobId: id, arrayId: null, logPattern }];
+        }
+        const logPattern = sbatchArrayLogPattern(first);
+        const env: Record<string, string> = { ...first.env };
+        delete env[SLOT_ENV];
+        env[SLOTS_ENV] = chunk.map((s) => s.env[SLOT_ENV]!).join(",");
+        const argv = sbatchArrayArgv(this.#config, first, logPattern, chunk.length, SLOT_ENV);
+        const id = await this.#sbatch(argv, env);
+        return chunk.map((_s, i) =>
+          id instanceof Error ? id : { jobId: `${id}_${i}`, arrayId: id, logPattern }
+        );
+      }),
+    );
+    return parts.flat();
+  }
+
+  /** Runs sbatch: the job id it printed, or why there is none. */
+  async #sbatch(
+    argv: readonly string[],
+    env: Readonly<Record<string, string>>,
+  ): Promise<string | Error> {
+    const r = await this.#runner.run(argv, env);
+    const id = r.status === 0 ? parseSbatchOutput(r.stdout) : null;
+    if (id !== null) return id;
+    const said = stderrTail(r.stderr) || stderrTail(r.stdout) || "no message";
+    return new Error(
+      r.status === 0
+        ? `sbatch printed no job id: ${JSON.stringify(r.stdout.trim())}`
+        : `sbatch failed (${r.status === null ? "it did not run" : `status ${r.status}`}): ${said}`,
+    );
   }
 
   #startStep(spec: WorkerLaunchSpec): SrunLaunch {
@@ -278,7 +326,7 @@ export class SlurmLauncher implements Launcher {
       this.#forgetEnded();
       return Promise.resolve();
     }
-    const ids = asked.map((j) => j.jobId!);
+    const ids = [...new Set(asked.map((j) => j.wholeId!))];
     this.#polling = this.#runner.run(squeueArgv(ids)).then((r) => {
       this.#polling = null;
       if (r.status === 0) {
@@ -317,12 +365,13 @@ export class SlurmLauncher implements Launcher {
   }
 
   async close(): Promise<void> {
+    this.#batcher.drop("the run ended before it was submitted");
     await Promise.all([...this.#jobs].map((j) => j.submitted));
     const steps = [...this.#steps];
     // Stopped workers exit on their own; give them a moment before cancelling what is left.
     const graceEnd = this.#now() + EXIT_GRACE_MS;
     await this.#pollUntil(graceEnd, steps);
-    this.scancel([...this.#jobs].filter((j) => j.live).map((j) => j.jobId!));
+    this.scancel(wholeIds([...this.#jobs].filter((j) => j.live)));
     for (const s of steps) s.cancel();
     await this.#pollUntil(this.#now() + CANCEL_WAIT_MS, steps);
     await Promise.all([...this.#cancelling]);
@@ -339,9 +388,15 @@ export class SlurmLauncher implements Launcher {
   }
 
   abort(): void {
-    const ids = this.#aliveJobs().map((j) => j.jobId!);
+    this.#batcher.drop("the run ended before it was submitted");
+    const ids = wholeIds(this.#aliveJobs());
     if (ids.length > 0) this.#runner.runSync(["scancel", ...ids]);
     // srun cancels its step on SIGTERM, even once this process is gone.
     for (const s of this.#steps) s.cancel();
   }
+}
+
+/** Jobs and whole job arrays, once each (`scancel 1234` cancels every element left). */
+function wholeIds(jobs: readonly SbatchLaunch[]): string[] {
+  return [...new Set(jobs.map((j) => j.wholeId!))];
 }

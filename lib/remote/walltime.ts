@@ -28,7 +28,15 @@ export function jobEndTime(
   }
   const job = env["SLURM_JOB_ID"];
   if (job === undefined || !/^\d+$/.test(job)) return null;
-  const out = run("squeue", ["-h", "-j", job, "-o", "%e"]);
+  // An array element asks for itself: the element that kept the array's id would get a line for
+  // every element of the array.
+  const array = env["SLURM_ARRAY_JOB_ID"];
+  const element = env["SLURM_ARRAY_TASK_ID"];
+  const id = array !== undefined && element !== undefined && /^\d+$/.test(array) &&
+      /^\d+$/.test(element)
+    ? `${array}_${element}`
+    : job;
+  const out = run("squeue", ["-h", "-j", id, "-o", "%e"]);
   return out === null ? null : parseSlurmTime(out.trim());
 }
 

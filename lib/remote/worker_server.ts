@@ -23,7 +23,7 @@ import {
   type HelloMessage,
   PROTOCOL_VERSION,
 } from "../execute/protocol/messages.ts";
-import { isNonce, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
+import { isNonce, joinSlot, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
 import type { HostPort } from "./address.ts";
 import { RateLimitedLog } from "./log_limit.ts";
 
@@ -38,6 +38,13 @@ export const HELLO_MS = 2_000;
 
 /** Hands an admitted connection over; returns false when nobody wants it any more. */
 export type SlotClaim = (channel: ByteChannel, hello: HelloMessage) => boolean;
+
+/** Where an authenticated worker joining by hand goes, or why it is turned away. */
+export type JoinAnswer =
+  | { readonly claim: SlotClaim }
+  /** `later`: the run may want it later (task full or finished): the worker exits 0. */
+  | { readonly refusal: string; readonly later: boolean };
+export type JoinHandler = (hello: HelloMessage) => JoinAnswer;
 
 export interface WorkerServerOptions {
   readonly listen: HostPort;
@@ -63,6 +70,7 @@ export class WorkerServer {
   readonly #perAddress = new Map<string, number>();
   readonly #refusals: RateLimitedLog;
   #refused = 0;
+  #joiners: JoinHandler | null = null;
 
   private constructor(options: WorkerServerOptions, server: net.Server) {
     this.#o = options;
@@ -105,6 +113,11 @@ export class WorkerServer {
     };
   }
 
+  /** Admit workers joining by hand (no slot): `handler` says which executor takes each. */
+  acceptJoiners(handler: JoinHandler | null): void {
+    this.#joiners = handler;
+  }
+
   close(): Promise<void> {
     for (const socket of this.#handshakes) socket.destroy();
     this.#handshakes.clear();
@@ -128,20 +141,37 @@ export class WorkerServer {
     socket.setNoDelay(true);
     this.#handshakes.add(socket);
     this.#perAddress.set(address, fromHere + 1);
-    socket.once("close", () => {
+    // The address's count is of handshakes: it drops when this one ends, however it ends. Were it
+    // dropped only when the connection closes, every admitted worker would hold its address's
+    // slot for its whole session, and no node could ever have more than 16 workers connected.
+    let counted = true;
+    const handshakeOver = () => {
+      if (!counted) return;
+      counted = false;
+      socket.off("close", handshakeOver);
       const left = (this.#perAddress.get(address) ?? 1) - 1;
       if (left <= 0) this.#perAddress.delete(address);
       else this.#perAddress.set(address, left);
-    });
+    };
+    socket.once("close", handshakeOver);
     const ms = this.#o.handshakeMs ?? DEFAULT_HANDSHAKE_MS;
     new Handshake(socket, this.#o.secret, ms, this.#o.deadline ?? realDeadline, {
-      admitted: (hello) => this.#admit(socket, peer, hello),
-      refused: (why, tell) => this.#refuse(socket, peer, why, tell),
+      admitted: (hello) => {
+        handshakeOver();
+        this.#admit(socket, peer, hello);
+      },
+      refused: (why, tell) => {
+        handshakeOver();
+        this.#refuse(socket, peer, why, tell);
+      },
     });
   }
 
   #admit(socket: net.Socket, peer: string, hello: HelloMessage): void {
     this.#handshakes.delete(socket);
+    if (hello.slot === undefined && hello.join !== undefined) {
+      return this.#join(socket, peer, hello);
+    }
     const slot = hello.slot ?? "";
     const claim = this.#slots.get(slot);
     if (claim === undefined) {
@@ -161,14 +191,38 @@ export class WorkerServer {
     }
   }
 
-  #refuse(socket: net.Socket, peer: string, why: string, tell: boolean, retry = false): void {
+  #join(socket: net.Socket, peer: string, hello: HelloMessage): void {
+    const who = `worker ${hello.host}:${hello.pid} joining by hand`;
+    const answer: JoinAnswer = this.#joiners?.(hello) ??
+      { refusal: "this run takes no workers joining by hand", later: false };
+    if ("refusal" in answer) {
+      return this.#refuse(socket, peer, `${who}: ${answer.refusal}`, true, false, answer.later);
+    }
+    if (!answer.claim(socketChannel(socket), hello)) {
+      this.#refuse(socket, peer, `${who}: its place was taken; try again later`, true, false, true);
+    }
+  }
+
+  #refuse(
+    socket: net.Socket,
+    peer: string,
+    why: string,
+    tell: boolean,
+    retry = false,
+    later = false,
+  ): void {
     this.#handshakes.delete(socket);
     this.#refused++;
     this.#refusals.line(`Refused a worker connection from ${peer}: ${why}`);
     if (tell && !socket.destroyed) {
       socket.on("error", () => {}); // a peer gone already: nothing to tell
       socket.end(
-        encodeFrame({ kind: "error", message: `refused: ${why}`, ...(retry ? { retry } : {}) }),
+        encodeFrame({
+          kind: "error",
+          message: `refused: ${why}`,
+          ...(retry ? { retry } : {}),
+          ...(later ? { later } : {}),
+        }),
       );
       setTimeout(() => socket.destroy(), 1000).unref?.();
     } else socket.destroy();
@@ -250,10 +304,10 @@ class Handshake {
           true,
         );
       }
-      if (m.slot === undefined || m.nonce === undefined || !isNonce(m.nonce)) {
+      if ((m.slot ?? m.join) === undefined || m.nonce === undefined || !isNonce(m.nonce)) {
         return this.#finish(
           null,
-          `its hello has no slot and nonce; a remote worker must be started by blockwise's launcher (blockwise worker --connect, with BLOCKWISE_WORKER_SLOT set)`,
+          `its hello has no slot and nonce; a remote worker must be started by blockwise's launcher (blockwise worker --connect, with BLOCKWISE_WORKER_SLOT set) or join by hand (--secret-file)`,
           true,
         );
       }
@@ -270,7 +324,8 @@ class Handshake {
     }
     if (m.kind !== "auth") return this.#finish(null, `it sent "${m.kind}" instead of "auth"`, true);
     const hello = this.#hello;
-    const expected = workerProof(this.#secret, this.#nonce, hello.nonce!, hello.slot!);
+    const slot = hello.slot ?? joinSlot(hello.join!);
+    const expected = workerProof(this.#secret, this.#nonce, hello.nonce!, slot);
     if (!sameMac(m.mac, expected)) {
       return this.#finish(null, "wrong secret (its proof does not match this run's)", true);
     }

@@ -1,8 +1,10 @@
 """blockwise's Python worker: runs the blocks of one Python task for a blockwise run.
 
-blockwise starts it (never a user): it connects to the scheduler at BLOCKWISE_CONNECT, proves
-it knows the run's secret (BLOCKWISE_SECRET, or the file BLOCKWISE_SECRET_FILE names) for the
-worker slot it was launched for (BLOCKWISE_WORKER_SLOT), imports the task's module once, calls
+blockwise starts it, or a user joins a run by hand with it (`--connect HOST:PORT --secret-file
+PATH [--task ID]`, for a task with launch "manual": the run prints the command): it connects to
+the scheduler at BLOCKWISE_CONNECT, proves it knows the run's secret (BLOCKWISE_SECRET, or the
+file BLOCKWISE_SECRET_FILE names) for the worker slot it was launched for
+(BLOCKWISE_WORKER_SLOT) or the task it joins, imports the task's module once, calls
 its setup() once, then process(block, state) for every block it is sent, in the order sent.
 The protocol is specified in blockwise's docs/design/WORKERS.md; this file is its Python end,
 standard library only, for Python 3.8 and later. `blockwise worker --python-client` prints it.
@@ -597,9 +599,11 @@ class Results(object):
 
 
 class Session(object):
-    def __init__(self, sock, slot, secret, walltime):
+    def __init__(self, sock, slot, secret, walltime, join=None):
         self.sock = sock
         self.slot = slot
+        # A worker joining by hand (--secret-file): the task it asks for ("" for the only one).
+        self.join = join
         self.secret = secret
         self.walltime = walltime
         self.send_lock = threading.Lock()
@@ -707,14 +711,20 @@ class Session(object):
 
     def handshake(self):
         nonce = secrets.token_hex(32)
-        self.send_json(HELLO, {"protocol": PROTOCOL, "client": CLIENT, "pid": os.getpid(),
-                               "host": socket.gethostname(), "slot": self.slot,
-                               "nonce": nonce})
+        hello = {"protocol": PROTOCOL, "client": CLIENT, "pid": os.getpid(),
+                 "host": socket.gethostname(), "nonce": nonce}
+        if self.join is None:
+            hello["slot"] = self.slot
+        else:
+            hello["join"] = self.join
+        self.send_json(HELLO, hello)
         kind, body = self.wait_frame()
         if kind == ERROR:
             refusal = json.loads(body)
             if refusal.get("retry") is True:
                 raise Busy(refusal["message"])
+            if refusal.get("later") is True:
+                raise SessionEnd("The run needs no more workers now: %s" % refusal["message"], 0)
             raise SessionEnd("The scheduler refused this worker: %s" % refusal["message"])
         if kind != CHALLENGE:
             self.refuse("the scheduler sent frame type 0x%02x before the handshake" % kind)
@@ -724,9 +734,11 @@ class Session(object):
         if not re.match(r"^[0-9a-f]{64}$", theirs) or not hmac.compare_digest(
                 proof, mac(self.secret, ["blockwise scheduler", nonce, theirs])):
             self.refuse("the scheduler could not prove it knows this run's secret; is "
-                        "BLOCKWISE_CONNECT pointing at the right run?")
+                        "BLOCKWISE_CONNECT (or --connect with --secret-file) pointing at the "
+                        "right run?")
+        claim = self.slot if self.join is None else "join:" + self.join
         self.send_json(AUTH, {"mac": mac(self.secret, ["blockwise worker", theirs, nonce,
-                                                       self.slot])})
+                                                       claim])})
 
     def serve(self):
         self.handshake()
@@ -1074,6 +1086,35 @@ class Refusal(Exception):
     """A setting the worker cannot start with (exit status 2)."""
 
 
+def secret_from_file(path, via):
+    try:
+        mode = os.stat(path).st_mode
+        if mode & 0o077:
+            raise Refusal("The secret file %s (%s) can be read by other users (mode %o); make "
+                          "it private with chmod 600 %s" % (path, via, mode & 0o777, path))
+        with open(path, "r") as f:
+            text = f.read()
+    except OSError as error:
+        raise Refusal("Cannot read the secret file %s (%s): %s; check the path (the run prints "
+                      "it) and that this user may read it (chmod 600 %s)" % (
+                          path, via, error.strerror or error, path))
+    return check_secret(text.strip(), "the secret file %s" % path)
+
+
+def parse_args(args):
+    """--connect HOST:PORT, and to join a run by hand --secret-file PATH and --task ID."""
+    options = {}
+    names = {"--connect": "connect", "--secret-file": "secret_file", "--task": "task"}
+    i = 0
+    while i < len(args):
+        name = args[i]
+        if name not in names or i + 1 >= len(args):
+            return None
+        options[names[name]] = args[i + 1]
+        i += 2
+    return options
+
+
 def secret_from_environment(env):
     direct = env.get("BLOCKWISE_SECRET", "")
     path = env.get("BLOCKWISE_SECRET_FILE", "")
@@ -1182,13 +1223,14 @@ def size_thread_pools(env):
 def main(argv):
     env = os.environ
     size_thread_pools(env)
-    target = env.get("BLOCKWISE_CONNECT", "")
-    args = list(argv)
-    if args[:1] == ["--connect"] and len(args) >= 2:
-        target = args[1]
-    elif args:
-        log("usage: blockwise_worker.py [--connect HOST:PORT]; blockwise starts this worker")
+    options = parse_args(list(argv))
+    if options is None:
+        log("usage: blockwise_worker.py [--connect HOST:PORT] [--secret-file PATH [--task ID]]; "
+            "blockwise starts this worker, or it joins a run by hand with --secret-file")
         return 2
+    target = options.get("connect", env.get("BLOCKWISE_CONNECT", ""))
+    joining = "secret_file" in options or "task" in options
+    join = options.get("task", "") if joining else None
     # Ctrl-C in the terminal reaches every process of the group: the scheduler decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -1196,10 +1238,14 @@ def main(argv):
             raise Refusal("No scheduler to connect to: BLOCKWISE_CONNECT is not set; workers are "
                           "started by a blockwise run, which sets it")
         slot = env.get("BLOCKWISE_WORKER_SLOT", "")
-        if not re.match(r"^[0-9a-f]{8,64}$", slot):
+        if not joining and not re.match(r"^[0-9a-f]{8,64}$", slot):
             raise Refusal("No worker slot: BLOCKWISE_WORKER_SLOT is %s; workers are started by "
-                          "a blockwise run, which sets it" % (repr(slot) if slot else "not set"))
-        secret = secret_from_environment(env)
+                          "a blockwise run, which sets it; to join a run by hand, pass "
+                          "--secret-file PATH" % (repr(slot) if slot else "not set"))
+        if "secret_file" in options:
+            secret = secret_from_file(options["secret_file"], "--secret-file")
+        else:
+            secret = secret_from_environment(env)
         host, port = parse_address(target)
         end = job_end(env)
         walltime = None if end is None else (end, walltime_margin(env))
@@ -1208,7 +1254,7 @@ def main(argv):
         wait = 0.25
         while True:
             sock = connect(host, port, env)
-            session = Session(sock, slot, secret, walltime)
+            session = Session(sock, slot, secret, walltime, join)
             try:
                 session.serve()
                 break
@@ -1225,7 +1271,7 @@ def main(argv):
         log(str(refusal))
         return 2
     except SessionEnd as end_:
-        log("The session ended: %s" % end_)
+        log(str(end_) if end_.code == 0 and joining else "The session ended: %s" % end_)
         return end_.code
     log("The scheduler stopped this worker; exiting")
     return 0

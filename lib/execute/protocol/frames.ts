@@ -50,6 +50,11 @@ export type SessionFrame =
     readonly message: string;
     /** The scheduler is busy (too many connections in their handshake): connect again later. */
     readonly retry?: boolean;
+    /**
+     * The run needs no more workers (a worker joining by hand whose task is full or finished):
+     * not a failure, the worker exits 0; it may join again later.
+     */
+    readonly later?: boolean;
   };
 
 const JSON_TYPES: Readonly<Record<string, FrameType>> = {
@@ -244,9 +249,12 @@ function parseSession(value: Record<string, unknown>): SessionFrame | null {
   if (kind === "challenge") return { kind, nonce: text("nonce"), proof: text("proof") };
   if (kind === "auth") return { kind, mac: text("mac") };
   if (kind === "error") {
-    return value["retry"] === true
-      ? { kind, message: text("message"), retry: true }
-      : { kind, message: text("message") };
+    return {
+      kind,
+      message: text("message"),
+      ...(value["retry"] === true ? { retry: true } : {}),
+      ...(value["later"] === true ? { later: true } : {}),
+    };
   }
   return null;
 }

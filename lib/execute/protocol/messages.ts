@@ -130,6 +130,12 @@ export interface HelloMessage {
   readonly slot?: string;
   /** Remote workers: a fresh 256-bit nonce (hex) the scheduler's proof must answer. */
   readonly nonce?: string;
+  /**
+   * A worker joining by hand (`blockwise worker --secret-file`), instead of `slot`: the id of the
+   * task it asks for, or "" to take the run's only joinable task. An optional field: protocol 1
+   * still (a scheduler before it refuses such a hello for having no slot).
+   */
+  readonly join?: string;
 }
 
 export interface ReadyMessage {
@@ -233,6 +239,7 @@ export function parseFromWorker(value: unknown): FromWorker {
         host: str(m, "host", kind),
         ...optionalString(m, "slot", kind),
         ...optionalString(m, "nonce", kind),
+        ...optionalString(m, "join", kind),
       };
     case "ready":
       return { kind };
