@@ -286,6 +286,47 @@ describe("validatePipeline() scalar fields", () => {
     assert.equal(plain.launch.kind === "slurm" ? plain.launch.arrayThrottle : "none", null);
   });
 
+  it("reads launch.workers { min, max } (elastic) as maxWorkers max, refusing bad ranges and a different maxWorkers", () => {
+    const slurm = (workers: unknown, more: Fields = {}) => ({
+      launch: { kind: "slurm", workers },
+      ...more,
+    });
+    const config = validatePipeline(pipeline(task(slurm({ min: 0, max: 8 }))), PATH).tasks[0]!;
+    assert.equal(config.maxWorkers, 8);
+    assert.deepEqual("workers" in config.launch ? config.launch.workers : null, { min: 0, max: 8 });
+    const command = validatePipeline(
+      pipeline(task({
+        launch: { kind: "command", argv: ["{worker}"], workers: { min: 2, max: 3 } },
+        maxWorkers: 3,
+      })),
+      PATH,
+    ).tasks[0]!;
+    assert.equal(command.maxWorkers, 3);
+    assert.deepEqual("workers" in command.launch ? command.launch.workers : null, {
+      min: 2,
+      max: 3,
+    });
+    const fixed = validatePipeline(pipeline(task({ launch: "slurm", maxWorkers: 4 })), PATH)
+      .tasks[0]!;
+    assert.ok(!("workers" in fixed.launch));
+    rejectsField(slurm({ min: 1, max: 3 }, { maxWorkers: 5 }), "maxWorkers", [
+      "is 5 but launch.workers.max is 3",
+      "give one of them",
+    ]);
+    rejectsField(slurm({ min: 1, max: 0 }), "launch", ['needs "max"', "got 0", "max: 20"]);
+    rejectsField(slurm({ min: -1, max: 2 }), "launch", ['needs "min"', "got -1"]);
+    rejectsField(slurm({ min: 1.5, max: 2 }), "launch", ['needs "min"', "got 1.5"]);
+    rejectsField(slurm({ max: 2 }), "launch", ['needs "min"']);
+    rejectsField(slurm({ min: 4, max: 2 }), "launch", ["min 4 above max 2", "lower min"]);
+    rejectsField(slurm({ min: 1, max: 2, step: 1 }), "launch", ['no field "step"']);
+    rejectsField(slurm(3), "launch", ['"workers" must be an object', "got 3"]);
+    rejectsField({ launch: { kind: "manual", workers: { min: 1, max: 2 } } }, "launch", [
+      'of kind "manual" takes no "workers"',
+      "join by hand",
+      "set maxWorkers",
+    ]);
+  });
+
   it("rejects a negative maxRetries", () => {
     rejectsField({ maxRetries: -1 }, "maxRetries", ["integer >= 0", "got -1", "default 2"]);
   });

@@ -397,6 +397,54 @@ describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
     assert.deepEqual(activeJobs(["sq"]), []);
   });
 
+  it(
+    "elastic workers { min: 1, max }: a backlog scales up to max, the tail releases workers down to min",
+    {
+      skip,
+    },
+    async () => {
+      const dir = newDir("elastic");
+      const max = Math.min(3, nodeCpus());
+      const blocks = 60;
+      const file = pipeline(
+        dir,
+        [{ id: "el", blocks, launch: `{ kind: "slurm", workers: { min: 1, max: ${max} } }` }],
+        200,
+        max,
+      );
+      const exit = await run(dir, file).done;
+      assert.equal(exit.code, 0, exit.stderr);
+      const all = calls(dir);
+      assertOnce(all, "el", blocks);
+      // The run started with one worker and scaled up to max worker jobs, each of which ran blocks.
+      const jobs = new Set(all.map(jobOf));
+      assert.equal(jobs.size, max, `jobs that ran blocks: ${[...jobs].join(" ")}`);
+      const progress = fs.readFileSync(path.join(dir, "events.jsonl"), "utf8").split("\n")
+        .filter((l) => l.includes('"task_progress"')).map((l) =>
+          JSON.parse(l) as {
+            completed: number;
+            workers?: { queued: number; running: number; released: number };
+          }
+        );
+      const lines = progress.map((p) => JSON.stringify(p)).join("\n");
+      const workers = progress.map((p) => p.workers!);
+      assert.ok(workers.every((w) => w !== undefined && w.queued + w.running <= max), lines);
+      assert.equal(workers[0]!.queued + workers[0]!.running, 1, `it starts with min: ${lines}`);
+      assert.ok(workers.some((w) => w.queued + w.running === max), lines);
+      // The tail: idle workers released (not lost) before the end, down to min.
+      const released = workers.at(-1)!.released;
+      assert.ok(released >= 1 && released <= max - 1, lines);
+      assert.match(
+        exit.stderr,
+        /worker \d+ released \(no block waits; launch\.workers\.min is 1\)/,
+      );
+      assert.doesNotMatch(exit.stderr, /stopped while running|replacement starts|abandoned/);
+      assert.match(exit.stderr, /workers \d+ running, \d+ queued, \d+ released/);
+      assert.equal(ledger(dir).get("el")?.done, blocks);
+      assert.deepEqual(activeJobs(["el"]), []);
+    },
+  );
+
   it("a submission SLURM refuses: the run says why, in sbatch's words", { skip }, async () => {
     const dir = newDir("refused");
     const file = pipeline(dir, [{

@@ -3,7 +3,7 @@
  * blocks for them and room in the `--resources` budget, retired when their task has nothing left
  * for them (or another task waits for budget), replaced after a crash while `maxWorkerRestarts`
  * allows, and the task abandoned when it does not. A lost executor's running block fails that
- * attempt; its other blocks go back to the queue untouched.
+ * attempt; its other blocks go back to the queue untouched. Elastic counts: elastic_workers.ts.
  */
 
 import { type DependencyGraph, readsMarked } from "../graph/mod.ts";
@@ -20,6 +20,7 @@ import {
 } from "./budget_yield.ts";
 import type { BlockCompletion, BlockReport } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
+import { ElasticWorkers } from "./elastic_workers.ts";
 import { lostNotice } from "./lost_notice.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
@@ -74,9 +75,11 @@ export class ExecutorPool {
   readonly #readsTemporary: readonly boolean[];
   /** Idle executors out of the budget until their task's turn comes back. */
   readonly #parked = new ParkedExecutors(this.lifetimes);
+  readonly #elastic: ElasticWorkers; // tasks with launch.workers
 
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
+    this.#elastic = new ElasticWorkers(options);
     const { dag } = options.graph;
     this.#descendants = descendantsOf(dag.downstream);
     this.#readsTemporary = options.preferDownstream === true
@@ -130,7 +133,9 @@ export class ExecutorPool {
     if (!scheduler.isRunning(t)) return false;
     const available = source.available(t);
     if (available === 0 || this.#heldBack(t)) return false;
-    if (task.stats.alive - this.#leavingOf(t) >= task.config.maxWorkers) return false;
+    const alive = task.stats.alive - this.#leavingOf(t);
+    if (alive >= task.config.maxWorkers) return false;
+    if (!this.#elastic.allows(t, alive, available)) return false;
     // Do not start more executors than there are blocks waiting for one.
     let idle = 0;
     for (const e of task.executors) if (e.state === "starting" || e.inFlight.size === 0) idle++;
@@ -218,6 +223,7 @@ export class ExecutorPool {
     const now = o.clock.now();
     task.stats.workerStarted(now);
     this.lifetimes.started(executor, id, task.config.id, now);
+    this.#elastic.launched(executor, now);
   }
 
   /**
@@ -303,6 +309,9 @@ export class ExecutorPool {
     }
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size === 0) return;
+      // An elastic task's idle workers beyond its min leave (blocks being checked may run).
+      const waiting = source.available(t) + source.checking(t);
+      this.#elastic.release(t, this.#leavingOf(t), waiting, (e) => this.#retire(e, "clean"));
       if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
       // A block whose asynchronous check has not answered may still need to run: retiring now
       // would start a new executor (and its setup) for it moments later.

@@ -233,12 +233,14 @@ export class ParallelRun implements ExecutorEvents {
   snapshots(): TaskResult[] {
     return this.#graph.dag.order.map((t) => {
       const temporary = this.#options.temporaryStats?.(t) ?? null;
+      const workers = this.tasks[t]!.workerCounts();
       return {
         id: this.tasks[t]!.config.id,
         counters: this.scheduler.snapshot(t),
         running: this.tasks[t]!.running(),
         queued: this.tasks[t]!.queued(),
         ...(temporary === null ? {} : { temporary }),
+        ...(workers === null ? {} : { workers }),
       };
     });
   }

@@ -103,6 +103,8 @@ export class TaskStats {
   workersSpawned = 0;
   restarts = 0;
   workerFailures = 0;
+  /** Idle workers let go by an elastic task (`launch.workers`) while it ran: not failures. */
+  released = 0;
   alive = 0;
   maxConcurrent = 0;
   firstStart = Number.NaN;

@@ -38,8 +38,17 @@ export interface TaskResult {
   readonly running: number;
   /** Remote workers waiting in the cluster's queue (0 without remote workers). */
   readonly queued?: number;
+  /** An elastic task's workers (`launch.workers`); absent for other tasks. */
+  readonly workers?: WorkerCounts;
   /** A temporary task's live and deleted outputs (pipelines with `temporary` tasks). */
   readonly temporary?: TemporaryStats;
+}
+
+/** An elastic task's workers: submitted and not connected, connected (or starting), let go. */
+export interface WorkerCounts {
+  readonly queued: number;
+  readonly running: number;
+  readonly released: number;
 }
 
 export type StopReason = "SIGINT" | "SIGTERM";

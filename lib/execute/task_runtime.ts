@@ -2,6 +2,7 @@
 
 import type { TaskConfig } from "../pipeline/spec.ts";
 import type { Executor } from "./executor.ts";
+import type { WorkerCounts } from "./run_types.ts";
 import { TaskStats } from "./run_stats.ts";
 
 export class TaskRuntime {
@@ -34,6 +35,13 @@ export class TaskRuntime {
     let n = 0;
     for (const e of this.executors) if (e.queued?.() === true) n++;
     return n;
+  }
+
+  /** An elastic task's (`launch.workers`) worker counts, or null for a fixed count. */
+  workerCounts(): WorkerCounts | null {
+    if (!("workers" in this.config.launch)) return null;
+    const queued = this.queued();
+    return { queued, running: this.executors.size - queued, released: this.stats.released };
   }
 
   /** Fold a batch's mean block time into the moving average. */

@@ -140,6 +140,13 @@ export type Launch =
      * elements run at once (sbatch --array=0-N%arrayThrottle). Default: no limit.
      */
     arrayThrottle?: number;
+    /**
+     * Elastic worker count (instead of maxWorkers): min workers at first (fewer when fewer
+     * blocks are ready), more up to max while the waiting blocks would keep them busy longer
+     * than a worker takes to start (about ceil(waiting blocks * mean block seconds / start-up
+     * seconds)), idle ones released down to min when no block waits. min >= 0, max >= 1.
+     */
+    workers?: { min: number; max: number };
   }
   | {
     kind: "command";
@@ -147,6 +154,13 @@ export type Launch =
     /** Seconds a submitted worker may take to connect; default 3600. */
     startTimeout?: number;
     walltimeMargin?: number;
+    /**
+     * Elastic worker count (instead of maxWorkers): min workers at first (fewer when fewer
+     * blocks are ready), more up to max while the waiting blocks would keep them busy longer
+     * than a worker takes to start (about ceil(waiting blocks * mean block seconds / start-up
+     * seconds)), idle ones released down to min when no block waits. min >= 0, max >= 1.
+     */
+    workers?: { min: number; max: number };
   };
 
 /**
@@ -205,7 +219,10 @@ export interface Task<Context = unknown> {
    * time (the neighbour runs first); default true, as in daisy.
    */
   readWriteConflict?: boolean;
-  /** Workers (Web Workers, Python processes or concurrent commands) at once; default 1. */
+  /**
+   * Workers (Web Workers, Python processes or concurrent commands) at once; default 1. With
+   * launch.workers (elastic), its max is the task's maxWorkers.
+   */
   maxWorkers?: number;
   /** Retries of a failed block before it fails for good; default 2 (3 attempts in all). */
   maxRetries?: number;

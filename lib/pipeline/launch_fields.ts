@@ -7,7 +7,12 @@
 
 import { describeValue } from "./describe_value.ts";
 import type { TaskFields } from "./task_fields.ts";
-import type { CommandLaunchSettings, LaunchConfig, SlurmLaunchConfig } from "./spec.ts";
+import type {
+  CommandLaunchSettings,
+  LaunchConfig,
+  SlurmLaunchConfig,
+  WorkerRange,
+} from "./spec.ts";
 import { COMMAND_LAUNCH_PLACEHOLDERS } from "../remote/launch_template.ts";
 
 export const LOCAL_LAUNCH: LaunchConfig = { kind: "local" };
@@ -27,8 +32,9 @@ const SLURM_KEYS = [
   "mode",
   "walltimeMargin",
   "arrayThrottle",
+  "workers",
 ];
-const COMMAND_KEYS = ["kind", "argv", "startTimeout", "walltimeMargin"];
+const COMMAND_KEYS = ["kind", "argv", "startTimeout", "walltimeMargin", "workers"];
 const EXAMPLE =
   `launch: "slurm", or launch: { kind: "slurm", partition: "gpu", time: "2:00:00", gres: "gpu:1" }, or launch: { kind: "command", argv: ["bsub", "-I", "{worker}"] }`;
 
@@ -72,6 +78,14 @@ export function readLaunch(t: TaskFields): LaunchConfig {
       `has kind ${
         describeValue(kind)
       }; use "local", "slurm", "command" or "manual". Write ${EXAMPLE}.`,
+    );
+  }
+  if (kind === "manual" && fields["workers"] !== undefined) {
+    t.fail(
+      "launch",
+      `of kind "manual" takes no "workers" (got ${
+        describeValue(fields["workers"])
+      }): its workers join by hand, none is launched; remove "workers" and set maxWorkers to cap how many may join.`,
     );
   }
   const extra = Object.keys(fields).find((k) => !allowed.includes(k));
@@ -141,6 +155,7 @@ export function readLaunch(t: TaskFields): LaunchConfig {
       argv,
       startTimeout: seconds("startTimeout", DEFAULT_START_TIMEOUT)!,
       walltimeMargin: seconds("walltimeMargin", null),
+      ...workersOf(t, fields["workers"]),
     };
     return settings;
   }
@@ -179,6 +194,71 @@ export function readLaunch(t: TaskFields): LaunchConfig {
     mode,
     walltimeMargin: seconds("walltimeMargin", null),
     arrayThrottle: (throttle as number | undefined) ?? null,
+    ...workersOf(t, fields["workers"]),
   };
   return slurm;
+}
+
+const WORKERS_EXAMPLE = "Write e.g. workers: { min: 1, max: 20 }";
+
+/** `launch.workers: { min, max }`: 0 <= min <= max, max >= 1 (whole numbers). */
+function workersOf(t: TaskFields, value: unknown): { workers?: WorkerRange } {
+  if (value === undefined) return {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    t.fail(
+      "launch",
+      `option "workers" must be an object { min, max }; got ${
+        describeValue(value)
+      }. ${WORKERS_EXAMPLE}.`,
+    );
+  }
+  const fields = value as Record<string, unknown>;
+  const extra = Object.keys(fields).find((k) => k !== "min" && k !== "max");
+  if (extra !== undefined) {
+    t.fail(
+      "launch",
+      `option "workers" has no field "${extra}"; it takes min and max. ${WORKERS_EXAMPLE}.`,
+    );
+  }
+  const { min, max } = fields;
+  if (!Number.isSafeInteger(max) || (max as number) < 1) {
+    t.fail(
+      "launch",
+      `option "workers" needs "max", a whole number of at least 1 (the most workers queued and running at once); got ${
+        describeValue(max)
+      }. ${WORKERS_EXAMPLE}.`,
+    );
+  }
+  if (!Number.isSafeInteger(min) || (min as number) < 0) {
+    t.fail(
+      "launch",
+      `option "workers" needs "min", a whole number of at least 0 (the workers kept while no block waits); got ${
+        describeValue(min)
+      }. ${WORKERS_EXAMPLE}.`,
+    );
+  }
+  if ((min as number) > (max as number)) {
+    t.fail(
+      "launch",
+      `option "workers" has min ${min} above max ${max}; lower min or raise max.`,
+    );
+  }
+  return { workers: { min: min as number, max: max as number } };
+}
+
+/**
+ * `maxWorkers`, or the `max` of `launch.workers` (elastic): giving both with different maxima is
+ * refused, since either would silently override the other.
+ */
+export function maxWorkersOf(t: TaskFields, launch: LaunchConfig): number {
+  const fixed = t.integer("maxWorkers", 1, 1, "Set how many workers run at once");
+  const range = "workers" in launch ? launch.workers : undefined;
+  if (range === undefined) return fixed;
+  if (t.value("maxWorkers") !== undefined && fixed !== range.max) {
+    t.fail(
+      "maxWorkers",
+      `is ${fixed} but launch.workers.max is ${range.max}; give one of them (launch.workers: { min, max } is the elastic form of maxWorkers), or make them equal.`,
+    );
+  }
+  return range.max;
 }

@@ -88,6 +88,8 @@ export type LaunchDefinition =
     walltimeMargin?: number;
     /** sbatch mode: at most this many workers of one job array run at once (`--array=...%N`). */
     arrayThrottle?: number;
+    /** Elastic worker count: from `min` up to `max` as the backlog asks (instead of maxWorkers). */
+    workers?: { min: number; max: number };
   }
   | {
     kind: "command";
@@ -96,6 +98,8 @@ export type LaunchDefinition =
     /** Seconds a submitted worker may take to connect (default 3600). */
     startTimeout?: number;
     walltimeMargin?: number;
+    /** Elastic worker count: from `min` up to `max` as the backlog asks (instead of maxWorkers). */
+    workers?: { min: number; max: number };
   };
 
 /**
@@ -199,6 +203,14 @@ export interface SlurmLaunchConfig {
   readonly walltimeMargin: number | null;
   /** sbatch mode: at most this many elements of one job array run at once, or null (no limit). */
   readonly arrayThrottle: number | null;
+  /** Elastic worker count (`launch.workers`), absent for a fixed count (`maxWorkers`). */
+  readonly workers?: WorkerRange;
+}
+
+/** `launch.workers`: between `min` and `max` workers, as many as the backlog keeps busy. */
+export interface WorkerRange {
+  readonly min: number;
+  readonly max: number;
 }
 
 export interface CommandLaunchSettings {
@@ -206,6 +218,8 @@ export interface CommandLaunchSettings {
   readonly argv: readonly string[];
   readonly startTimeout: number;
   readonly walltimeMargin: number | null;
+  /** Elastic worker count (`launch.workers`), absent for a fixed count (`maxWorkers`). */
+  readonly workers?: WorkerRange;
 }
 
 /** A validated `launch`. */

@@ -29,7 +29,7 @@ import {
   readTemporary,
   readVersion,
 } from "./output_fields.ts";
-import { LOCAL_LAUNCH, readLaunch } from "./launch_fields.ts";
+import { LOCAL_LAUNCH, maxWorkersOf, readLaunch } from "./launch_fields.ts";
 import { checkPythonAlone, readPython } from "./python_fields.ts";
 import { readEnv, readWorkerProfile } from "./env_fields.ts";
 import type { Block, PipelineConfig, TaskConfig, TaskDefinition } from "./spec.ts";
@@ -260,10 +260,11 @@ function validateTask(
     : read(() => checkLayout(t, { totalRoi, readRoi, writeRoi, fit, readWriteConflict }), null);
 
   const outputs = read(() => readOutputs(t, dirname(pipelinePath)), []);
+  const launch = read(() => readLaunch(t), LOCAL_LAUNCH);
   const base = {
     index,
     id: id ?? "",
-    maxWorkers: read(() => t.integer("maxWorkers", 1, 1, "Set how many workers run at once"), 1),
+    maxWorkers: read(() => maxWorkersOf(t, launch), 1),
     maxRetries: read(
       () => t.integer("maxRetries", 0, 2, "Set how often a failed block is retried"),
       2,
@@ -296,7 +297,7 @@ function validateTask(
     inputs: read(() => readInputs(t, dirname(pipelinePath)), []),
     quarantineAfter: read(() => readQuarantineAfter(t), null),
     temporary: read(() => readTemporary(t, outputs), false),
-    launch: read(() => readLaunch(t), LOCAL_LAUNCH),
+    launch,
     env: read(() => readEnv(t), null),
     workerProfile: read(() => readWorkerProfile(t), true),
   };

@@ -96,7 +96,7 @@ const NODE_TIMERS: ConsoleTimers = {
 function printedKey(view: TaskView): string {
   const temporary = view.temporary;
   const bytes = temporary === undefined ? null : [temporary.liveBytes, temporary.peakBytes];
-  return JSON.stringify([view.counters, view.queued ?? 0, bytes]);
+  return JSON.stringify([view.counters, view.queued ?? 0, view.workers ?? null, bytes]);
 }
 
 export function createRunConsole(options: RunConsoleOptions): RunConsole {
@@ -156,6 +156,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       view.counters = task.counters;
       view.running = task.running;
       view.queued = task.queued ?? 0;
+      if (task.workers !== undefined) view.workers = task.workers;
       if (task.temporary !== undefined) view.temporary = task.temporary;
       view.eta.add(t, workedBlocks(task.counters));
       view.bar?.update(task.counters.completed, { view });
@@ -206,6 +207,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
         view.running,
         view.temporary,
         view.queued,
+        view.workers,
       );
       stderr.write(`[${elapsed}s] ${line}${eta === null ? "" : `, ${eta}`}\n`);
     }
@@ -237,6 +239,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
       view.counters = task.counters;
       view.running = task.running;
       view.queued = task.queued ?? 0;
+      if (task.workers !== undefined) view.workers = task.workers;
       if (task.temporary !== undefined) view.temporary = task.temporary;
       view.printedKey = printedKey(view);
       view.eta.add(startedAt, workedBlocks(task.counters));

@@ -30,7 +30,10 @@
  * (may start now), `processing` (in a worker), `pending` (waiting on upstream blocks),
  * `completed` (done or skipped), `skipped` (counted in completed too), `failed`, `orphaned`
  * (will not run because an upstream block failed or the task was abandoned), `failed_attempts`
- * (failed attempts including retried ones), `running` (blocks running now), `temporary` (a
+ * (failed attempts including retried ones), `running` (blocks running now), `queued` (remote
+ * workers waiting in the cluster's queue, only while there are some), `workers` (only for a task
+ * with elastic workers, `launch.workers`: {`queued` (submitted, not connected), `running`
+ * (started and not queued), `released` (idle workers let go so far)}), `temporary` (a
  * temporary task's live/peak/deleted outputs), and `abandon_reason` (string) only when the task
  * was abandoned. `total = ready + processing + pending + completed + failed + orphaned`.
  *
@@ -89,7 +92,9 @@ interface TaskLine {
   readonly [key: string]: Json;
 }
 
-function taskCounters({ id, counters: c, running, queued, temporary }: TaskResult): TaskLine {
+function taskCounters(
+  { id, counters: c, running, queued, temporary, workers }: TaskResult,
+): TaskLine {
   const line: Record<string, Json> = {
     task: id,
     phase: c.phase,
@@ -106,6 +111,9 @@ function taskCounters({ id, counters: c, running, queued, temporary }: TaskResul
   if (running !== undefined) line.running = running;
   // Remote workers waiting in the cluster's queue: only while there are some.
   if (queued !== undefined && queued > 0) line.queued = queued;
+  if (workers !== undefined) {
+    line.workers = { queued: workers.queued, running: workers.running, released: workers.released };
+  }
   if (temporary !== undefined) {
     line.temporary = {
       live_blocks: temporary.liveBlocks,

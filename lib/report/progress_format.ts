@@ -10,10 +10,10 @@
  */
 
 import type { GenericBar } from "cli-progress";
-import type { BlockFailure } from "../execute/run_types.ts";
+import type { BlockFailure, WorkerCounts } from "../execute/run_types.ts";
 import type { CounterSnapshot } from "../schedule/counters.ts";
 import type { TemporaryStats } from "../outputs/temporary_files.ts";
-import { statusSymbol } from "./summary.ts";
+import { statusSymbol, workersText } from "./summary.ts";
 import { formatBytes } from "./utilization.ts";
 
 const ETA_WINDOW_MS = 30_000;
@@ -176,6 +176,8 @@ export interface TaskView {
   running: number;
   /** Remote workers waiting in the cluster's queue. */
   queued?: number;
+  /** An elastic task's workers (`launch.workers`). */
+  workers?: WorkerCounts;
   temporary?: TemporaryStats;
   readonly eta: EtaEstimator;
   /** Counters last printed in lines mode. */
@@ -207,13 +209,17 @@ function countSegments(
   eta: string | null,
   short: boolean,
   running: number = c.processing,
-  queued = 0,
+  queued: number | WorkerCounts = 0,
   temporary?: Pick<TemporaryStats, "liveBytes" | "peakBytes">,
 ): Segment[] {
   const done = `${String(c.completed).padStart(digits)}/${String(c.total).padEnd(digits)}`;
   const failedTone: Tone | null = c.failed > 0 ? "red" : null;
   const orphanTone: Tone | null = c.orphaned > 0 ? "yellow" : null;
-  const waiting = queued > 0 ? (short ? ` ◷${queued}` : `, ${queued} queued`) : "";
+  const waiting = typeof queued !== "number"
+    ? workersText(queued, short)
+    : queued > 0
+    ? (short ? ` ◷${queued}` : `, ${queued} queued`)
+    : "";
   const parts: Segment[] = short
     ? [
       { text: `${done} ▶${running}${waiting} `, tone: null },
@@ -275,6 +281,7 @@ export function formatBarLine(
   view: Pick<TaskView, "id" | "counters" | "eta" | "temporary"> & {
     readonly running?: number;
     readonly queued?: number;
+    readonly workers?: WorkerCounts;
   },
   layout: BarLayout,
   maxWidth: number,
@@ -290,7 +297,7 @@ export function formatBarLine(
   }];
   const headLength = segmentsLength(head);
   const running = view.running ?? c.processing;
-  const queued = view.queued ?? 0;
+  const queued = view.workers ?? view.queued ?? 0;
   // The room the queued count takes (the longest counts leave none for it).
   const extra = (short: boolean): number =>
     queued === 0

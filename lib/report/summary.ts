@@ -14,7 +14,7 @@
 
 import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
 import type { TemporaryStats } from "../outputs/temporary_files.ts";
-import type { RunOutcome } from "../execute/run_types.ts";
+import type { RunOutcome, WorkerCounts } from "../execute/run_types.ts";
 import { formatBytes } from "./utilization.ts";
 
 export interface TaskSummaryRow {
@@ -386,7 +386,8 @@ export function formatTemporary(t: TemporaryStats): string {
  * One compact line for periodic progress logs, e.g.
  * `extract: 12/64 done, 4 running, 0 failed, 0 orphaned, 3 skipped`. "done" counts completed
  * blocks, skipped ones included; remote workers waiting in the cluster's queue show as
- * `2 queued` after the running ones; an abandoned task gets its reason appended.
+ * `2 queued` after the running ones (an elastic task's workers as
+ * `workers 3 running, 1 queued, 2 released`); an abandoned task gets its reason appended.
  */
 export function formatCountersLine(
   id: string,
@@ -394,9 +395,14 @@ export function formatCountersLine(
   running: number = counters.processing,
   temporary?: TemporaryStats,
   queued = 0,
+  workers?: WorkerCounts,
 ): string {
   const c = counters;
-  const waiting = queued > 0 ? `, ${queued} queued` : "";
+  const waiting = workers !== undefined
+    ? workersText(workers, false)
+    : queued > 0
+    ? `, ${queued} queued`
+    : "";
   let line = `${id}: ${c.completed}/${c.total} done, ${running} running${waiting}, ` +
     `${c.failed} failed, ${c.orphaned} orphaned, ${c.skipped} skipped`;
   if (temporary !== undefined) {
@@ -408,6 +414,13 @@ export function formatCountersLine(
     line += `, abandoned: ${firstLine(abandonText(c))}`;
   }
   return line;
+}
+
+/** An elastic task's workers in a progress line (`short`: the narrow bar's symbols). */
+export function workersText(w: WorkerCounts, short: boolean): string {
+  return short
+    ? ` ⚙${w.running}◷${w.queued}↓${w.released}`
+    : `, workers ${w.running} running, ${w.queued} queued, ${w.released} released`;
 }
 
 function abandonText(c: CounterSnapshot): string {
