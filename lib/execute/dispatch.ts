@@ -46,14 +46,17 @@ export class Dispatcher {
   /** Hand an executor blocks until its window is full. */
   fill(executor: Executor): void {
     if (executor.state !== "ready") return;
-    const allowed = this.#allowance(executor);
-    if (allowed <= 0) return;
     const t = executor.task;
     const held = executor.inFlight.size;
     const free = executor.window - held;
+    // The cheap refusals first: this runs for every executor on every pump, so with thousands
+    // of workers a full window or an empty queue must cost no more than a comparison.
+    if (free <= 0 || this.#source.available(t) === 0) return;
+    const allowed = this.#allowance(executor);
+    if (allowed <= 0) return;
     // Batch: wait until half the window is free, unless the executor is idle (or may only get
     // a few blocks now anyway).
-    if (free <= 0 || (held > 0 && free < executor.window / 2 && allowed >= free)) return;
+    if (held > 0 && free < executor.window / 2 && allowed >= free) return;
     // While sibling executors are starting or idle, take only a fair share of what is ready, so
     // a window grown on fast blocks does not hoard slow ones.
     let limit = free;
@@ -72,7 +75,6 @@ export class Dispatcher {
     // Whole blocks only: a fractional allowance would never equal the count below.
     limit = Math.floor(Math.min(limit, allowed));
     if (limit <= 0) return;
-    if (this.#source.available(t) === 0) return;
     // The buffer is taken only once a block needs it: pre-checks may skip everything ready.
     let position = this.#source.next(t);
     if (position < 0) return;
