@@ -42,10 +42,12 @@ export interface SimReport {
   /** Blocks messages received and results messages sent. */
   readonly batches: number;
   readonly resultFrames: number;
-  /** Nominal busy milliseconds of its workers per bucket, from `bucketsFrom` (epoch ms). */
+  /** Busy milliseconds of its workers per bucket, from `bucketsFrom` (epoch ms). */
   readonly bucketMs: number;
   readonly bucketsFrom: number;
   readonly busy: readonly number[];
+  /** Blocks finished per bucket, from `bucketsFrom`. */
+  readonly finished: readonly number[];
 }
 
 /** Simulator -> driver, one JSON object per line. */

@@ -73,21 +73,35 @@ let busyRetries = 0;
 let connectRetries = 0;
 let batches = 0;
 let resultFrames = 0;
-/** Nominal busy milliseconds per BUCKET_MS since simStart (timed blocks only). */
+/** Busy milliseconds (timed blocks), and blocks finished, per BUCKET_MS since simStart. */
 let busy = new Float64Array(1024);
+let finished = new Float64Array(1024);
 
-/** A block's nominal time [start, start + blockMs): lateness of its timer counts as idle. */
-function addBusy(start: number): void {
-  let from = start - simStart;
-  const to = from + blockMs;
+function bucket(t: number): number {
+  const b = Math.floor((t - simStart) / BUCKET_MS);
+  if (b >= busy.length) {
+    const size = Math.max(2 * busy.length, b + 1);
+    const grow = (a: Float64Array) => {
+      const next = new Float64Array(size);
+      next.set(a);
+      return next;
+    };
+    busy = grow(busy);
+    finished = grow(finished);
+  }
+  return b;
+}
+
+/**
+ * A block's time as its worker reports it, [start, end): a timer that fires late (Deno's are
+ * about a millisecond late, Bun's a tenth) lengthens the block, as a slow block would, rather
+ * than counting against the scheduler; the driver prints the mean lateness beside it.
+ */
+function addBusy(start: number, to: number): void {
+  let from = start;
   while (from < to) {
-    const b = Math.floor(from / BUCKET_MS);
-    if (b >= busy.length) {
-      const next = new Float64Array(Math.max(2 * busy.length, b + 1));
-      next.set(busy);
-      busy = next;
-    }
-    const end = Math.min(to, (b + 1) * BUCKET_MS);
+    const b = bucket(from);
+    const end = Math.min(to, simStart + (b + 1) * BUCKET_MS);
     busy[b]! += end - from;
     from = end;
   }
@@ -377,6 +391,7 @@ class SimWorker {
       return;
     }
     // No-op blocks: the Web Worker's drain loop, synchronous as it is for a sync `process`.
+    const before = blocksRun;
     while (this.#size > 0 && !this.#recall) {
       const position = this.#take();
       if (this.#recordCount > 0 && performance.now() - this.#lastFlushAt >= FLUSH_AFTER_MS) {
@@ -391,6 +406,7 @@ class SimWorker {
       ) this.#flush();
     }
     lastBlockEnd = epoch();
+    finished[bucket(lastBlockEnd)]! += blocksRun - before;
     if (this.#recall) this.#handBack();
     this.#flush();
   }
@@ -414,8 +430,9 @@ class SimWorker {
       const now = performance.now();
       const took = now - this.#runningSince;
       lateMs += took - blockMs;
-      addBusy(startedAt);
       lastBlockEnd = epoch();
+      addBusy(startedAt, lastBlockEnd);
+      finished[bucket(lastBlockEnd)]! += 1;
       this.#running = -1;
       this.#record(position, took / 1000, now);
       if (
@@ -481,8 +498,11 @@ class SimWorker {
 // ---- commands from the driver ----------------------------------------------------------------
 
 function report(): SimReport {
-  const first = busy.findIndex((v) => v > 0);
-  const last = busy.findLastIndex((v) => v > 0);
+  const used = (v: number, i: number) => v > 0 || busy[i]! > 0;
+  const first = finished.findIndex(used);
+  const last = finished.findLastIndex(used);
+  const cut = (a: Float64Array) =>
+    first < 0 ? [] : Array.from(a.subarray(first, last + 1), (v) => Math.round(v));
   return {
     ev: "report",
     blocks: blocksRun,
@@ -494,7 +514,8 @@ function report(): SimReport {
     resultFrames,
     bucketMs: BUCKET_MS,
     bucketsFrom: first < 0 ? simStart : simStart + first * BUCKET_MS,
-    busy: first < 0 ? [] : Array.from(busy.subarray(first, last + 1), (v) => Math.round(v)),
+    busy: cut(busy),
+    finished: cut(finished),
   };
 }
 
