@@ -171,7 +171,7 @@ describe("runCommandBlock", () => {
     });
   });
 
-  it("names a program that is not on PATH (the watchdog shell alone would not)", async () => {
+  it("names a program that is not on PATH, and the fix", async () => {
     await assert.rejects(runCommandBlock(["blockwise-no-such-program-x7"], block), (e: unknown) => {
       assert.ok(e instanceof CommandFailure);
       assert.match(e.message, /could not be started: "blockwise-no-such-program-x7" was not found/);
@@ -210,7 +210,9 @@ describe("a blockwise process killed with SIGKILL", () => {
     it(`takes its running commands with it (${runtime})`, { timeout: 60_000 }, async () => {
       const dir = newDir(`sigkill-${runtime}`);
       fs.mkdirSync(path.join(dir, "work"));
-      // Two blocks at once, each a shell that starts a grandchild; relative paths use cwd.
+      // Two blocks at once, each a shell that starts a grandchild with an empty environment
+      // (as `apptainer exec --cleanenv` does: only the group registration can find it);
+      // relative paths use cwd.
       fs.writeFileSync(
         path.join(dir, "pipeline.mjs"),
         `export default { tasks: [{
@@ -220,7 +222,7 @@ describe("a blockwise process killed with SIGKILL", () => {
   writeRoi: { offset: [0], shape: [1] },
   maxWorkers: 2,
   cwd: "work",
-  command: ["sh", "-c", "echo $$ > {block_id}.pid; sleep 60 & echo $! >> {block_id}.pid; wait"],
+  command: ["sh", "-c", "echo $$ > {block_id}.pid; env -i /bin/sleep 60 & echo $! >> {block_id}.pid; wait"],
 }] };
 `,
       );

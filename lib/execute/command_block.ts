@@ -7,13 +7,16 @@
 import { statSync } from "node:fs";
 import process from "node:process";
 import type { Block } from "../pipeline/spec.ts";
-import { findProgram, killCommandGroup, spawnCommandGroup } from "../runtime/command_group.ts";
+import {
+  type CommandGroup,
+  findProgram,
+  killCommandGroup,
+  startCommandGroup,
+} from "../runtime/command_group.ts";
 import { PLACEHOLDER_PATTERN, placeholderList } from "../pipeline/command_template.ts";
 
 const STDERR_TAIL_LINES = 20;
 const STDERR_TAIL_BYTES = 64 * 1024;
-/** How long after the command exits its pipes may take to report their end ("close"). */
-const CLOSE_GRACE_MS = 5000;
 
 function placeholderValues(block: Block): Record<string, string> {
   return {
@@ -178,44 +181,32 @@ export function runCommandBlock(
       notStarted("it was stopped before it started");
       return;
     }
-    const child = spawnCommandGroup([file!, ...args], { env, cwd });
     const stdout = new LineBuffer();
     const stderrLines = new LineBuffer();
     let stderr = "";
-    const kill = (): void => killCommandGroup(child.pid, "SIGKILL");
+    let group: CommandGroup;
+    try {
+      group = startCommandGroup([file!, ...args], {
+        env,
+        cwd,
+        onStdout: (chunk) => {
+          const lines = stdout.push(chunk);
+          if (lines !== "") onStdout(lines);
+        },
+        onStderr: (chunk) => {
+          stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES);
+          const lines = stderrLines.push(chunk);
+          if (lines !== "") onStderr(lines);
+        },
+      });
+    } catch (error) {
+      notStarted(error instanceof Error ? error.message : String(error));
+      return;
+    }
+    const kill = (): void => killCommandGroup(group.pid, "SIGKILL");
     options.signal?.addEventListener("abort", kill, { once: true });
-    child.stdout.setEncoding("utf8");
-    child.stderr.setEncoding("utf8");
-    child.stdout.on("data", (chunk: string) => {
-      const lines = stdout.push(chunk);
-      if (lines !== "") onStdout(lines);
-    });
-    child.stderr.on("data", (chunk: string) => {
-      stderr = (stderr + chunk).slice(-STDERR_TAIL_BYTES);
-      const lines = stderrLines.push(chunk);
-      if (lines !== "") onStderr(lines);
-    });
-    // The pipe is the watchdog's lifeline: never written, closed by the exit of this process.
-    child.stdin.on("error", () => {});
-    child.on("error", (error: NodeJS.ErrnoException) => {
+    group.ended.then(({ code, signal }) => {
       options.signal?.removeEventListener("abort", kill);
-      notStarted(error.message);
-    });
-    // Whatever the command left behind in its group goes with it, so the pipes close. Should
-    // "close" still not come (a runtime that misses the pipes' end), the exit status settles
-    // the block after a grace period instead of leaving it running forever.
-    let fallback: ReturnType<typeof setTimeout> | undefined;
-    child.on("exit", (code, signal) => {
-      kill();
-      fallback = setTimeout(() => settle(code, signal), CLOSE_GRACE_MS);
-    });
-    let settled = false;
-    const settle = (code: number | null, signal: NodeJS.Signals | null): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(fallback);
-      options.signal?.removeEventListener("abort", kill);
-      child.stdin.destroy();
       const restOut = stdout.end();
       if (restOut !== "") onStdout(restOut);
       const restErr = stderrLines.end();
@@ -236,8 +227,7 @@ export function runCommandBlock(
           tail,
         ),
       );
-    };
-    child.on("close", settle);
+    });
   });
 }
 

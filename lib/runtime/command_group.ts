@@ -1,69 +1,246 @@
 /**
  * Command blocks in a process group tied to the run. Each command starts in a process group of
- * its own (`detached: true`: a new session, so a Ctrl-C on the terminal reaches blockwise only,
- * which then decides what to stop), led by a small `/bin/sh` watchdog:
+ * its own (`detached`: a new session, so a Ctrl-C on the terminal reaches blockwise only, which
+ * then decides what to stop), spawned directly (no shell in between), and registered with the
+ * run's reaper (lib/runtime/command_reaper.ts), which kills the group if blockwise dies before
+ * the command has ended, SIGKILL included. blockwise kills the group itself on timeout or stop,
+ * and once the command has exited, so a grandchild left behind can neither outlive its block
+ * nor hold the output pipes open.
  *
- * - the watchdog keeps a pipe from blockwise on its stdin; a background reader waits for EOF on
- *   it, which happens only when every copy of the write end is closed, i.e. when blockwise has
- *   exited, however it died (SIGKILL included). It then kills the whole group: the command and
- *   everything the command started;
- * - the command runs in the foreground of the watchdog (not `exec`: the watchdog stays the
- *   parent of the reader and reaps it, so no orphan is left per block; not in the background:
- *   a non-interactive shell would start it with SIGINT and SIGQUIT ignored);
- * - the watchdog exits with the command's status, and re-raises a signal that killed the
- *   command, so blockwise still sees "killed by SIGKILL" rather than status 137;
- * - blockwise kills the group itself on timeout or stop, and once the command has exited, so
- *   a grandchild left behind can neither outlive its block nor hold the output pipes open.
+ * The spawn goes through the runtime's own API (`Bun.spawn`, `Deno.Command`; node's
+ * `child_process` elsewhere): under Bun, `node:child_process` costs 0.29 ms of CPU per spawn
+ * against 0.09 ms for `Bun.spawn`, which is most of what a short command block costs blockwise
+ * beyond the command itself (docs/design/WORKERS.md, "Command blocks").
  *
  * Why not PR_SET_PDEATHSIG: it must be set in the child between fork and exec, which neither
- * Bun nor Deno lets JavaScript do. Why `/bin/sh` and not blockwise itself as the watchdog: a
- * shell starts in about a millisecond, a second JavaScript runtime per block in tens, and the
- * shell works the same under `bun main.ts`, `deno run` and the compiled binary.
- * `node:child_process` with `detached` and negative-pid `process.kill` behave the same in Bun,
- * Deno and Node, so this adapter needs no per-runtime branch.
+ * Bun nor Deno lets JavaScript do, and it would not reach the command's own children.
  */
 
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { accessSync, constants, statSync } from "node:fs";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
 import process from "node:process";
+import { commandReaper } from "./command_reaper.ts";
 
-/** The watchdog: `$@` is the command's argv. fd 3 keeps the pipe from blockwise. */
-const WATCHDOG = [
-  "exec 3<&0 </dev/null",
-  "(while read -r _; do :; done <&3; kill -s KILL 0) >/dev/null 2>&1 &",
-  "reader=$!",
-  '"$@" 3<&-',
-  "status=$?",
-  'kill "$reader" 2>/dev/null',
-  'wait "$reader" 2>/dev/null',
-  'if [ "$status" -gt 128 ] && [ "$status" -lt 160 ]; then kill -s "$(kill -l "$status")" "$$"; fi',
-  'exit "$status"',
-].join("\n");
-
-/** The name the watchdog shell shows in `ps` (its `$0`). */
-export const WATCHDOG_NAME = "blockwise-command-watchdog";
+/** How long after the command exits its pipes may take to report their end. */
+const CLOSE_GRACE_MS = 5000;
 
 export interface CommandGroupOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** The folder the command runs in, or null for this process's. */
   readonly cwd: string | null;
+  /** The command's stdout and stderr as text, in chunks as they arrive. */
+  readonly onStdout: (text: string) => void;
+  readonly onStderr: (text: string) => void;
+}
+
+/** How a command ended: its exit status, or the signal that killed it. */
+export interface CommandExit {
+  readonly code: number | null;
+  readonly signal: string | null;
+}
+
+export interface CommandGroup {
+  /** The command's pid, which is also its process group's id. */
+  readonly pid: number;
+  /**
+   * Settles once the command has exited, its group is killed and both output pipes have
+   * closed; or CLOSE_GRACE_MS after the exit when a process outside the group (a daemon in a
+   * session of its own) still holds them.
+   */
+  readonly ended: Promise<CommandExit>;
+}
+
+/** What a runtime's spawn gives back, before the group logic common to all of them. */
+interface Spawned {
+  readonly pid: number;
+  readonly exited: Promise<CommandExit>;
+  /** Resolve when each pipe has reported its end. */
+  readonly stdoutDone: Promise<void>;
+  readonly stderrDone: Promise<void>;
 }
 
 /**
- * Start `argv` in a new process group under the watchdog. stdout and stderr are pipes; stdin is
- * the watchdog's lifeline and must stay open (never write to it) until the child has exited.
+ * Start `argv` (a program found by `findProgram` and its arguments) in a new process group.
+ * stdin is `/dev/null`. Throws when the runtime cannot start it (the message says why).
  */
-export function spawnCommandGroup(
+export function startCommandGroup(
   argv: readonly string[],
   options: CommandGroupOptions,
-): ChildProcessWithoutNullStreams {
-  return spawn("/bin/sh", ["-c", WATCHDOG, WATCHDOG_NAME, ...argv], {
+): CommandGroup {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(options.env)) {
+    if (value !== undefined) env[name] = value;
+  }
+  Object.assign(env, commandReaper.environment);
+  commandReaper.spawning();
+  let spawned: Spawned;
+  try {
+    spawned = spawnDetached(argv, env, options);
+  } catch (error) {
+    commandReaper.spawnFailed();
+    throw error;
+  }
+  const { pid } = spawned;
+  commandReaper.started(pid);
+  const ended = spawned.exited.then(async (exit) => {
+    // Whatever the command left behind in its group goes with it, so the pipes close.
+    killCommandGroup(pid, "SIGKILL");
+    commandReaper.ended(pid);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)));
+    await Promise.race([Promise.all([spawned.stdoutDone, spawned.stderrDone]), grace]);
+    clearTimeout(timer);
+    return exit;
+  });
+  return { pid, ended };
+}
+
+// ---- the runtimes' spawns --------------------------------------------------------------------
+
+interface BunSubprocess {
+  readonly pid: number;
+  readonly stdout: ReadableStream<Uint8Array>;
+  readonly stderr: ReadableStream<Uint8Array>;
+  readonly exited: Promise<number>;
+  readonly exitCode: number | null;
+  readonly signalCode: string | null;
+}
+interface BunSpawn {
+  spawn(argv: string[], options: {
+    cwd?: string;
+    env: Record<string, string>;
+    stdin: "ignore";
+    stdout: "pipe";
+    stderr: "pipe";
+    detached: true;
+  }): BunSubprocess;
+}
+interface DenoChild {
+  readonly pid: number;
+  readonly stdout: ReadableStream<Uint8Array>;
+  readonly stderr: ReadableStream<Uint8Array>;
+  readonly status: Promise<{ code: number; signal: string | null }>;
+}
+interface DenoCommandConstructor {
+  new (program: string, options: {
+    args: string[];
+    cwd?: string;
+    env: Record<string, string>;
+    clearEnv: true;
+    stdin: "null";
+    stdout: "piped";
+    stderr: "piped";
+    detached: true;
+  }): { spawn(): DenoChild };
+}
+interface RuntimeSpawners {
+  Bun?: BunSpawn;
+  Deno?: { Command?: DenoCommandConstructor };
+}
+
+function spawnDetached(
+  argv: readonly string[],
+  env: Record<string, string>,
+  options: CommandGroupOptions,
+): Spawned {
+  const g = globalThis as RuntimeSpawners;
+  const cwd = options.cwd === null ? {} : { cwd: options.cwd };
+  if (g.Bun !== undefined) {
+    const child = g.Bun.spawn([...argv], {
+      ...cwd,
+      env,
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      detached: true,
+    });
+    return {
+      pid: child.pid,
+      exited: child.exited.then(() => ({
+        code: child.signalCode === null ? child.exitCode : null,
+        signal: child.signalCode,
+      })),
+      stdoutDone: readText(child.stdout, options.onStdout),
+      stderrDone: readText(child.stderr, options.onStderr),
+    };
+  }
+  const Command = g.Deno?.Command;
+  if (Command !== undefined) {
+    const [program, ...args] = argv;
+    const child = new Command(program!, {
+      args,
+      ...cwd,
+      env,
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      detached: true,
+    }).spawn();
+    return {
+      pid: child.pid,
+      exited: child.status.then((s) => ({
+        code: s.signal === null ? s.code : null,
+        signal: s.signal,
+      })),
+      stdoutDone: readText(child.stdout, options.onStdout),
+      stderrDone: readText(child.stderr, options.onStderr),
+    };
+  }
+  return spawnWithNode(argv, env, options);
+}
+
+/** Node (and any runtime without its own API): `child_process`, errors surfaced as throws. */
+function spawnWithNode(
+  argv: readonly string[],
+  env: Record<string, string>,
+  options: CommandGroupOptions,
+): Spawned {
+  const [program, ...args] = argv;
+  const child = spawn(program!, args, {
     detached: true,
-    env: options.env,
-    stdio: ["pipe", "pipe", "pipe"],
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
     ...(options.cwd === null ? {} : { cwd: options.cwd }),
   });
+  if (child.pid === undefined) throw new Error(`spawn ${program} failed`);
+  const done = (stream: NodeJS.ReadableStream, on: (text: string) => void): Promise<void> =>
+    new Promise((resolve) => {
+      stream.setEncoding("utf8");
+      stream.on("data", (chunk: string) => on(chunk));
+      stream.on("close", () => resolve());
+      stream.on("error", () => resolve());
+    });
+  return {
+    pid: child.pid,
+    exited: new Promise((resolve) =>
+      child.once("exit", (code, signal) => resolve({ code, signal }))
+    ),
+    stdoutDone: done(child.stdout!, options.onStdout),
+    stderrDone: done(child.stderr!, options.onStderr),
+  };
+}
+
+/** Decode a pipe's bytes as UTF-8 text for `on`; resolves at its end. */
+async function readText(
+  stream: ReadableStream<Uint8Array>,
+  on: (text: string) => void,
+): Promise<void> {
+  const decoder = new TextDecoder();
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const text = decoder.decode(value, { stream: true });
+      if (text !== "") on(text);
+    }
+  } catch {
+    // A pipe torn down with its process: what arrived is all there is.
+  }
+  const rest = decoder.decode();
+  if (rest !== "") on(rest);
 }
 
 /** Send `signal` to every process of the group led by `pid`; a group already gone is fine. */
