@@ -6,6 +6,7 @@
  */
 
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { alive, until } from "./helpers/processes.ts";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -27,30 +28,6 @@ const block: Block = {
   writeRoi: { offset: [70], shape: [10] },
   attempt: 1,
 };
-
-/** Resolves once `check` holds; fails after `ms` (a bounded poll for other processes). */
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what} within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/** True while `pid` runs (a zombie waiting for its reaper counts as gone). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
 
 /** The pids a command wrote to `file`, one per line, once there are `count`. */
 async function pidsIn(file: string, count: number): Promise<number[]> {

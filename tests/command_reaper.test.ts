@@ -14,30 +14,9 @@ import process from "node:process";
 import { CommandReaper } from "../lib/runtime/command_reaper.ts";
 import { REPO_ROOT } from "./fixtures/parallel/harness.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { alive, until } from "./helpers/processes.ts";
 
 const newDir = scratchDirs("reaper-");
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what} within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 /** A `sleep 60` in a session of its own (as a command is started), with `env`. */
 function sleeper(env: Record<string, string>): number {
