@@ -15,13 +15,27 @@ export const TARGET_BATCH_MS = 10;
 export const MAX_WINDOW = 1024;
 export const MIN_WINDOW = 2;
 
+/**
+ * The executors of a task that wait for blocks: starting, or holding none (one that holds blocks
+ * is ready: only ready executors are sent any). This walks them; the run loop keeps the count
+ * instead (`FillQueue.waiting`), since with thousands of workers the walk per fill was most of
+ * the scheduler's time.
+ */
+export function countWaiting(tasks: readonly TaskRuntime[], task: number): number {
+  let waiting = 0;
+  for (const e of tasks[task]!.executors) {
+    if (e.state === "starting" || e.inFlight.size === 0) waiting++;
+  }
+  return waiting;
+}
+
 export class Dispatcher {
   readonly #scheduler: Scheduler;
   readonly #source: BlockSource;
-  readonly #tasks: readonly TaskRuntime[];
   readonly #clock: RunClock;
   readonly #maxWindow: number;
   readonly #allowance: (executor: Executor) => number;
+  readonly #waiting: (task: number) => number;
 
   constructor(
     scheduler: Scheduler,
@@ -30,54 +44,62 @@ export class Dispatcher {
     clock: RunClock,
     maxWindow = MAX_WINDOW,
     allowance: (executor: Executor) => number = () => Number.POSITIVE_INFINITY,
+    /** The task's executors that wait (`countWaiting`, which is the default). */
+    waiting: (task: number) => number = (t) => countWaiting(tasks, t),
   ) {
     this.#allowance = allowance;
     this.#scheduler = scheduler;
     this.#source = source;
-    this.#tasks = tasks;
     this.#clock = clock;
     this.#maxWindow = maxWindow;
+    this.#waiting = waiting;
   }
 
   get maxWindow(): number {
     return this.#maxWindow;
   }
 
-  /** Hand an executor blocks until its window is full. */
-  fill(executor: Executor): void {
-    if (executor.state !== "ready") return;
+  /**
+   * Hand an executor blocks until its window is full. Returns true when it is left wanting
+   * because its task had too few blocks (none ready, or the pre-checks' turn ran out): it should
+   * take more as soon as the task has some, and nothing of its own will say so (`FillQueue`
+   * keeps it). False when it has what it may have now: not ready, its window full or waiting to
+   * be half free, its share while siblings wait, or its allowance (draining, or a paced
+   * temporary task). A busy executor's next results bring it back; an idle ready one gets a
+   * block whenever the task has one, unless its allowance is under one block.
+   */
+  fill(executor: Executor): boolean {
+    if (executor.state !== "ready") return false;
     const t = executor.task;
     const held = executor.inFlight.size;
     const free = executor.window - held;
-    // The cheap refusals first: this runs for every executor on every pump, so with thousands
-    // of workers a full window or an empty queue must cost no more than a comparison.
-    if (free <= 0 || this.#source.available(t) === 0) return;
+    // The cheap refusals first: with thousands of workers a full window or an empty queue must
+    // cost no more than a comparison.
+    if (free <= 0) return false;
+    if (this.#source.available(t) === 0) return true;
     const allowed = this.#allowance(executor);
-    if (allowed <= 0) return;
+    if (allowed <= 0) return false;
     // Batch: wait until half the window is free, unless the executor is idle (or may only get
     // a few blocks now anyway).
-    if (held > 0 && free < executor.window / 2 && allowed >= free) return;
+    if (held > 0 && free < executor.window / 2 && allowed >= free) return false;
     // While sibling executors are starting or idle, take only a fair share of what is ready, so
     // a window grown on fast blocks does not hoard slow ones.
     let limit = free;
-    let waiting = 0;
-    for (const e of this.#tasks[t]!.executors) {
-      if (e !== executor && (e.state === "starting" || e.inFlight.size === 0)) waiting++;
-    }
+    const waiting = this.#waiting(t) - (held === 0 ? 1 : 0);
     if (waiting > 0) {
       const ready = this.#source.available(t);
       const share = Math.ceil((ready + held) / (waiting + 1)) - held;
       // An idle executor always gets a block; a busy one holding its share already gets none
       // (else it takes one more on every pump while its siblings wait).
       limit = Math.min(free, held === 0 ? Math.max(1, share) : share);
-      if (limit <= 0) return;
+      if (limit <= 0) return false;
     }
     // Whole blocks only: a fractional allowance would never equal the count below.
     limit = Math.floor(Math.min(limit, allowed));
-    if (limit <= 0) return;
+    if (limit <= 0) return false;
     // The buffer is taken only once a block needs it: pre-checks may skip everything ready.
     let position = this.#source.next(t);
-    if (position < 0) return;
+    if (position < 0) return true;
     const batch = executor.batchBuffer(limit);
     const now = this.#clock.now();
     let count = 0;
@@ -91,6 +113,7 @@ export class Dispatcher {
       position = this.#source.next(t);
     }
     executor.send(batch, count);
+    return count < limit;
   }
 
   /** Resize the window so it holds about TARGET_BATCH_MS of the task's blocks. */

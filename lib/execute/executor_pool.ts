@@ -18,10 +18,12 @@ import {
   temporaryAllowance,
   yieldable,
 } from "./budget_yield.ts";
-import type { BlockCompletion, BlockReport } from "./completion.ts";
+import type { BlockCompletion } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
 import { ElasticWorkers } from "./elastic_workers.ts";
+import type { FillQueue } from "./fill_queue.ts";
 import { lostNotice } from "./lost_notice.ts";
+import { settleLostBlocks } from "./lost_blocks.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
 import { SetupFailures } from "./setup_failures.ts";
@@ -36,6 +38,8 @@ export interface ExecutorPoolOptions {
   readonly source: BlockSource;
   readonly completion: BlockCompletion;
   readonly tasks: readonly TaskRuntime[];
+  /** Told of every executor joining and leaving a task (it keeps the counts of idle ones). */
+  readonly fills: FillQueue;
   readonly budget: ResourceBudget;
   readonly factory: ExecutorFactory;
   readonly clock: RunClock;
@@ -65,6 +69,8 @@ export class ExecutorPool {
   readonly #draining = new Set<Executor>();
   /** Executors leaving on their own (walltime): not counted against maxWorkers or the budget. */
   readonly #leaving = new Set<Executor>();
+  /** Per task, how many are leaving (a fleet's jobs reach their walltime together). */
+  readonly #leavingCount: number[];
   readonly setupFailures = new SetupFailures();
   #nextWorkerId = 0;
   readonly #descendants: readonly ReadonlySet<number>[];
@@ -80,6 +86,7 @@ export class ExecutorPool {
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
     this.#elastic = new ElasticWorkers(options);
+    this.#leavingCount = options.tasks.map(() => 0);
     const { dag } = options.graph;
     this.#descendants = descendantsOf(dag.downstream);
     this.#readsTemporary = options.preferDownstream === true
@@ -137,9 +144,7 @@ export class ExecutorPool {
     if (alive >= task.config.maxWorkers) return false;
     if (!this.#elastic.allows(t, alive, available)) return false;
     // Do not start more executors than there are blocks waiting for one.
-    let idle = 0;
-    for (const e of task.executors) if (e.state === "starting" || e.inFlight.size === 0) idle++;
-    if (idle >= available) return false;
+    if (this.#o.fills.waiting(t) >= available) return false;
     const restart = task.stats.workerFailures > task.stats.restarts;
     if (restart && task.stats.restarts >= task.config.maxWorkerRestarts) return false;
     if (restart && this.setupFailures.deterministic(t) !== null) return false; // abandoned next
@@ -151,9 +156,14 @@ export class ExecutorPool {
   }
 
   #leavingOf(t: number): number {
-    let n = 0;
-    for (const e of this.#leaving) if (e.task === t) n++;
-    return n;
+    return this.#leavingCount[t]!;
+  }
+
+  /** It no longer leaves (it is gone); false when it was not leaving. */
+  #unleave(executor: Executor): boolean {
+    if (!this.#leaving.delete(executor)) return false;
+    this.#leavingCount[executor.task]!--;
+    return true;
   }
 
   /**
@@ -166,6 +176,7 @@ export class ExecutorPool {
     const task = this.#o.tasks[executor.task]!;
     if (!task.executors.has(executor) || this.#leaving.has(executor)) return;
     this.#leaving.add(executor);
+    this.#leavingCount[executor.task]!++;
     this.#draining.add(executor);
     this.#o.budget.release(task.config.requires);
     const idle = this.lifetimes.of(executor).blocks === 0 && executor.joined !== true;
@@ -200,6 +211,7 @@ export class ExecutorPool {
     if (back !== null) {
       o.budget.acquire(task.config.requires);
       task.executors.add(back);
+      o.fills.joined(back);
       task.stats.workerResumed();
       return;
     }
@@ -220,6 +232,7 @@ export class ExecutorPool {
     executor.window = Math.min(executor.window, o.maxWindow);
     o.budget.acquire(task.config.requires);
     task.executors.add(executor);
+    o.fills.joined(executor);
     const now = o.clock.now();
     task.stats.workerStarted(now);
     this.lifetimes.started(executor, id, task.config.id, now);
@@ -240,8 +253,9 @@ export class ExecutorPool {
       this.#parked.lost(executor, this.#o.clock.now(), reason, observer, task.config.id);
       return;
     }
+    this.#o.fills.left(executor);
     executor.kill();
-    if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
+    if (!this.#unleave(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
     this.lifetimes.ended(executor, "crashed", now, 0, reason);
@@ -249,39 +263,7 @@ export class ExecutorPool {
       task.stats.workerFailures++;
       this.setupFailures.lost(t, setupFailure, task.stats.workerFailures === 1);
     }
-    const queue = executor.inFlight;
-    // Executors run blocks in the order sent: the running one is the oldest held. When the
-    // executor cannot say, a lone block is the only one it can have been running.
-    const running = executor.runningPosition();
-    const culprit = !blockAtFault
-      ? -1
-      : running >= 0
-      ? running
-      : queue.size === 1
-      ? queue.positionAt(0)
-      : -1;
-    for (let i = 0; i < queue.size; i++) {
-      const position = queue.positionAt(i);
-      if (position === culprit) {
-        const report: BlockReport = {
-          task: t,
-          position,
-          attempt: queue.attemptAt(i),
-          sentAt: queue.sentAtAt(i),
-          returnedAt: now,
-          workerId: executor.id,
-          usage: null,
-          commit: null,
-          seconds: 0,
-        };
-        completion.failed(report, {
-          message: `Worker ${executor.id} stopped while running this block: ${reason}`,
-        });
-      } else {
-        source.handBack(t, position);
-      }
-    }
-    queue.clear();
+    settleLostBlocks(executor, reason, blockAtFault, now, completion, source);
     if (scheduler.isRunning(t)) observer.notice?.(lostNotice(task, executor, reason));
   }
 
@@ -302,16 +284,22 @@ export class ExecutorPool {
   /** Retire an idle executor of a task that will never have more work for it. */
   retireIdle(): void {
     const { scheduler, source } = this.#o;
-    for (const executor of [...this.#draining]) {
-      if (executor.inFlight.size === 0 && executor.state !== "starting") {
-        this.#retire(executor, this.#leaving.has(executor) ? "clean" : "parked");
+    // This runs on every pump: with thousands of workers nothing here may walk them all while
+    // blocks are ready (nor copy the set of draining ones when it is empty).
+    if (this.#draining.size > 0) {
+      for (const executor of [...this.#draining]) {
+        if (executor.inFlight.size === 0 && executor.state !== "starting") {
+          this.#retire(executor, this.#leaving.has(executor) ? "clean" : "parked");
+        }
       }
     }
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size === 0) return;
       // An elastic task's idle workers beyond its min leave (blocks being checked may run).
-      const waiting = source.available(t) + source.checking(t);
-      this.#elastic.release(t, this.#leavingOf(t), waiting, (e) => this.#retire(e, "clean"));
+      if (this.#elastic.range(t) !== undefined) {
+        const waiting = source.available(t) + source.checking(t);
+        this.#elastic.release(t, this.#leavingOf(t), waiting, (e) => this.#retire(e, "clean"));
+      }
       if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
       // A block whose asynchronous check has not answered may still need to run: retiring now
       // would start a new executor (and its setup) for it moments later.
@@ -334,6 +322,7 @@ export class ExecutorPool {
   rebalanceHeld(): void {
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size < 2 || this.#o.source.available(t) > 0) return;
+      if (this.#o.fills.heavy(t) === 0) return; // nobody holds blocks to spread
       let idle = false;
       for (const e of task.executors) if (e.state === "ready" && e.inFlight.size === 0) idle = true;
       if (!idle) return;
@@ -421,6 +410,7 @@ export class ExecutorPool {
   /** Kill everything now (teardown); no event fires afterwards. */
   killAll(): void {
     this.#parked.end(this.#o.clock.now(), "killed");
+    this.#o.fills.clear();
     for (const task of this.#o.tasks) {
       for (const executor of task.executors) executor.kill();
       task.executors.clear();
@@ -436,13 +426,14 @@ export class ExecutorPool {
     this.#draining.delete(executor);
     this.#recalled.delete(executor);
     if (!task.executors.delete(executor)) return;
+    this.#o.fills.left(executor);
     const now = this.#o.clock.now();
     const park = exit === "parked" && ParkedExecutors.eligible(executor, task.config) &&
       this.#o.scheduler.isRunning(executor.task);
     if (park) this.#parked.park(executor, now);
     else if (exit === "killed") executor.kill();
     else executor.stop();
-    if (!this.#leaving.delete(executor)) this.#o.budget.release(task.config.requires);
+    if (!this.#unleave(executor)) this.#o.budget.release(task.config.requires);
     task.stats.workerEnded(now);
     if (!park) this.lifetimes.ended(executor, exit === "killed" ? "killed" : "clean", now);
   }

@@ -7,16 +7,48 @@
 
 const STRIDE = 3;
 
+/**
+ * Counts kept over the queues of one task's executors as blocks come and go, so the run loop
+ * asks "how many of them wait" in O(1) rather than walking thousands of executors
+ * (`fill_queue.ts`): `empty` queues (an executor starting or idle), and `heavy` ones holding more
+ * than two blocks (a worker whose unstarted blocks an idle sibling could take over).
+ */
+export class QueueTally {
+  empty = 0;
+  heavy = 0;
+}
+
+/** A queue holding more than this many blocks counts as heavy in its tally. */
+const HEAVY = 2;
+
 export class InFlightQueue {
   #slots = new Float64Array(STRIDE * 16);
   #head = 0;
   #size = 0;
+  #tally: QueueTally | null = null;
 
   get size(): number {
     return this.#size;
   }
 
+  /** Count this queue in `tally` from now on (null: in none); it moves its share over. */
+  track(tally: QueueTally | null): void {
+    this.#count(-1);
+    this.#tally = tally;
+    this.#count(1);
+  }
+
+  #count(sign: number): void {
+    if (this.#tally === null) return;
+    if (this.#size === 0) this.#tally.empty += sign;
+    else if (this.#size > HEAVY) this.#tally.heavy += sign;
+  }
+
   push(position: number, attempt: number, sentAt: number): void {
+    if (this.#tally !== null) {
+      if (this.#size === 0) this.#tally.empty--;
+      else if (this.#size === HEAVY) this.#tally.heavy++;
+    }
     if (this.#size * STRIDE === this.#slots.length) this.#grow();
     const at = this.#slot(this.#size);
     this.#slots[at] = position;
@@ -48,13 +80,13 @@ export class InFlightQueue {
     if (this.#slots[this.#slot(0)] === position) {
       this.#keep(0);
       this.#head = (this.#head + STRIDE) % this.#slots.length;
-      this.#size--;
+      this.#shrink();
       return 0;
     }
     const last = this.#size - 1;
     if (this.#slots[this.#slot(last)] === position) {
       this.#keep(last);
-      this.#size--;
+      this.#shrink();
       return last;
     }
     for (let i = 1; i < last; i++) {
@@ -67,7 +99,7 @@ export class InFlightQueue {
         this.#slots[to + 1] = this.#slots[from + 1]!;
         this.#slots[to + 2] = this.#slots[from + 2]!;
       }
-      this.#size--;
+      this.#shrink();
       return i;
     }
     return -1;
@@ -78,8 +110,17 @@ export class InFlightQueue {
   lastSentAt = 0;
 
   clear(): void {
+    this.#count(-1);
     this.#head = 0;
     this.#size = 0;
+    this.#count(1);
+  }
+
+  #shrink(): void {
+    this.#size--;
+    if (this.#tally === null) return;
+    if (this.#size === 0) this.#tally.empty++;
+    else if (this.#size === HEAVY) this.#tally.heavy--;
   }
 
   #keep(i: number): void {

@@ -15,12 +15,14 @@ import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { ResourceBudget, Scheduler } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
+import process from "node:process";
 import { BlockCompletion } from "./completion.ts";
 import { BlockSource } from "./block_source.ts";
 import { Dispatcher, MAX_WINDOW } from "./dispatch.ts";
 import type { Executor, ExecutorEvents } from "./executor.ts";
 import { localExecutorFactory } from "./executor_factory.ts";
 import { ExecutorPool } from "./executor_pool.ts";
+import { FillQueue } from "./fill_queue.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
 import { ResultIntake } from "./result_intake.ts";
 import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
@@ -39,6 +41,8 @@ export type { ParallelRunOptions } from "./parallel_options.ts";
 import { TaskRuntime } from "./task_runtime.ts";
 
 const HEALTH_TICK_MS = 200;
+/** Check `FillQueue`'s invariant after every pump (tests; it walks every executor). */
+const CHECK_DISPATCH = process.env.BLOCKWISE_CHECK_DISPATCH === "1";
 
 export async function runParallel(
   pipeline: PipelineConfig,
@@ -60,6 +64,7 @@ export class ParallelRun implements ExecutorEvents {
   readonly #clock: RunClock;
   readonly #pool: ExecutorPool;
   readonly #dispatcher: Dispatcher;
+  readonly #fills: FillQueue;
   readonly #intake: ResultIntake;
   #stopReason: StopReason | null = null;
   #stopDeadline = Number.POSITIVE_INFINITY;
@@ -117,6 +122,12 @@ export class ParallelRun implements ExecutorEvents {
         }),
     });
     const maxWindow = Math.min(options.maxInFlight ?? MAX_WINDOW, MAX_WINDOW);
+    const preferDownstream = options.preferDownstream === true;
+    const fills = this.#fills = new FillQueue(
+      this.tasks,
+      this.source,
+      pipeline.tasks.map((task) => preferDownstream && task.temporary),
+    );
     this.#dispatcher = new Dispatcher(
       this.scheduler,
       this.source,
@@ -124,9 +135,11 @@ export class ParallelRun implements ExecutorEvents {
       this.#clock,
       maxWindow,
       (executor) => this.#pool.allowance(executor),
+      (t) => fills.waiting(t),
     );
     this.#pool = new ExecutorPool({
-      preferDownstream: options.preferDownstream === true,
+      preferDownstream,
+      fills,
       pipelinePath: pipeline.path,
       graph,
       scheduler: this.scheduler,
@@ -168,6 +181,7 @@ export class ParallelRun implements ExecutorEvents {
 
   ready(executor: Executor): void {
     this.#pool.setupFailures.started(executor.task);
+    this.#fills.mark(executor);
     this.#guard(() => this.#pump());
   }
 
@@ -187,6 +201,7 @@ export class ParallelRun implements ExecutorEvents {
     this.#guard(() => {
       if (this.#finished) return;
       const violation = this.#intake.results(executor, results);
+      this.#fills.mark(executor);
       if (violation !== null) this.#pool.lost(executor, violation, true);
       this.#pump();
     });
@@ -196,6 +211,7 @@ export class ParallelRun implements ExecutorEvents {
     this.#guard(() => {
       if (this.#finished) return;
       const violation = this.#intake.returned(executor, positions, count);
+      this.#fills.mark(executor);
       this.#pool.recallAnswered(executor);
       if (violation !== null) this.#pool.lost(executor, violation, true);
       this.#pump();
@@ -296,6 +312,7 @@ export class ParallelRun implements ExecutorEvents {
     } finally {
       this.#pumping = false;
     }
+    if (CHECK_DISPATCH) this.#checkDispatch();
     if (this.source.starved && !this.#finished && !this.#pumpDeferred) {
       // Skipping done blocks one by one: let signals, timers and results in, then go on.
       this.#pumpDeferred = true;
@@ -314,7 +331,7 @@ export class ParallelRun implements ExecutorEvents {
     this.#pool.retireFinished();
     this.#pool.spawnWanted();
     const skipped = this.source.skippedThisTurn;
-    for (const task of this.tasks) for (const e of task.executors) this.#dispatcher.fill(e);
+    for (let t = 0; t < this.tasks.length; t++) this.#fills.fill(t, this.#dispatcher);
     // Blocks the pre-checks skipped just now may have finished a task or made blocks of
     // another ready: retire and spawn again before anything waits for an event.
     if (this.source.skippedThisTurn > skipped) this.#pumpAgain = true;
@@ -332,6 +349,20 @@ export class ParallelRun implements ExecutorEvents {
         }`,
       );
     }
+  }
+
+  /**
+   * How `FillQueue`'s invariant is broken between events, or null (always null once the run
+   * stops or ends). BLOCKWISE_CHECK_DISPATCH=1 checks it after every pump and ends the run.
+   */
+  checkDispatch(): string | null {
+    if (this.#finished || this.#stopReason !== null || this.source.starved) return null;
+    return this.#fills.check((e) => this.#pool.allowance(e));
+  }
+
+  #checkDispatch(): void {
+    const broken = this.checkDispatch();
+    if (broken !== null) throw new Error(`Internal error: dispatch invariant broken: ${broken}`);
   }
 
   #tick(): void {

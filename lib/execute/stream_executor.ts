@@ -70,7 +70,11 @@ export class StreamExecutor implements Executor {
   #state: ExecutorState = "starting";
   #greeted = false;
   readonly #o: StreamExecutorOptions;
-  readonly #decoder: FrameDecoder<FromWorker | SessionFrame>;
+  /**
+   * Made when the worker connects: a decoder holds a 64 KiB buffer, and a fleet of workers whose
+   * jobs wait in the cluster's queue (thousands) need none yet.
+   */
+  #decoder: FrameDecoder<FromWorker | SessionFrame> | null = null;
   readonly #watch: RunningBlockWatch;
   readonly #leaseMs: number;
   #batch = new Float64Array(256);
@@ -91,7 +95,6 @@ export class StreamExecutor implements Executor {
     this.task = options.spec.task;
     this.#leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.#watch = new RunningBlockWatch(options.spec.config.timeout);
-    this.#decoder = schedulerSideDecoder(options.frameCap);
     this.#lastHeard = options.spec.clock.now();
     if (options.channel !== null) this.attach(options.channel, null);
   }
@@ -120,6 +123,7 @@ export class StreamExecutor implements Executor {
       return false;
     }
     this.#channel = channel;
+    this.#decoder = schedulerSideDecoder(this.#o.frameCap);
     this.#lastHeard = this.#o.spec.clock.now();
     channel.onData((chunk) => this.#onData(chunk));
     channel.onClose((reason) => this.#die(reason));
@@ -246,7 +250,7 @@ export class StreamExecutor implements Executor {
     this.#lastHeard = this.#o.spec.clock.now();
     let messages: (FromWorker | SessionFrame)[];
     try {
-      messages = this.#decoder.push(chunk);
+      messages = this.#decoder!.push(chunk);
     } catch (error) {
       this.#die(`the worker broke the protocol: ${(error as Error).message}`);
       return;
