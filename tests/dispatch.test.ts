@@ -7,7 +7,12 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { BlockSource } from "../lib/execute/block_source.ts";
-import { Dispatcher } from "../lib/execute/dispatch.ts";
+import {
+  Dispatcher,
+  MIN_WINDOW,
+  REMOTE_TARGET_BATCH_MS,
+  TARGET_BATCH_MS,
+} from "../lib/execute/dispatch.ts";
 import type { Executor } from "../lib/execute/executor.ts";
 import { InFlightQueue } from "../lib/execute/in_flight.ts";
 import type { RunClock } from "../lib/execute/run_clock.ts";
@@ -60,5 +65,29 @@ describe("dispatch", () => {
   it("fills the window when the allowance is larger", () => {
     const { sent } = rig(10, 1e9);
     assert.deepEqual(sent, [{ capacity: 10, count: 10 }]);
+  });
+
+  it("sizes a window to the executor's batch time: a remote worker's holds more blocks", () => {
+    const { executor: local } = rig(2, 0);
+    const remote = { ...local, batchMs: REMOTE_TARGET_BATCH_MS } as Executor;
+    const { executor } = rig(2, 0);
+    const dispatcher = new Dispatcher(
+      {} as Scheduler,
+      {} as BlockSource,
+      [],
+      { now: () => 0 } as unknown as RunClock,
+    );
+    // Blocks of 10 ms: a local window holds TARGET_BATCH_MS of them (never under MIN_WINDOW).
+    dispatcher.resize(executor, 0.01);
+    assert.equal(executor.window, Math.max(MIN_WINDOW, TARGET_BATCH_MS / 10));
+    dispatcher.resize(remote, 0.01);
+    assert.equal(remote.window, REMOTE_TARGET_BATCH_MS / 10);
+    // Slow blocks: two in flight either way, so a slow block is not hoarded.
+    dispatcher.resize(remote, 5);
+    assert.equal(remote.window, MIN_WINDOW);
+    // No-op blocks: both up to the largest window.
+    dispatcher.resize(executor, 1e-7);
+    dispatcher.resize(remote, 1e-7);
+    assert.deepEqual([executor.window, remote.window], [1024, 1024]);
   });
 });

@@ -28,7 +28,7 @@ import {
   workerProof,
   writeSecretFile,
 } from "../lib/remote/auth.ts";
-import { WorkerServer } from "../lib/remote/worker_server.ts";
+import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_server.ts";
 import { runRemoteWorker } from "../lib/remote/remote_worker.ts";
 import { parseHostPort } from "../lib/remote/address.ts";
 import { socketChannel } from "../lib/execute/byte_channel.ts";
@@ -308,9 +308,13 @@ describe("worker server handshake", () => {
 });
 
 describe("idle connections", () => {
-  it("from one address hold at most 16 handshake slots; the next is told to come back", async () => {
+  it("from one address hold at most 64 handshake slots; the next is told to come back", async () => {
     const rig = await startServer();
-    const idle = Array.from({ length: 16 }, () => new Client(rig.server.address.port));
+    assert.equal(MAX_HANDSHAKES_PER_ADDRESS, 64);
+    const idle = Array.from(
+      { length: MAX_HANDSHAKES_PER_ADDRESS },
+      () => new Client(rig.server.address.port),
+    );
     await Promise.all(idle.map((c) => c.connected()));
     const next = new Client(rig.server.address.port);
     await next.connected();
@@ -318,7 +322,7 @@ describe("idle connections", () => {
     assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
     assert.match(
       errorText(error),
-      /busy: 16 other connections from 127\.0\.0\.1 are still in their handshake; connect again later/,
+      /busy: 64 other connections from 127\.0\.0\.1 are still in their handshake; connect again later/,
     );
     for (const c of idle) c.socket.destroy();
   });
@@ -351,7 +355,10 @@ describe("idle connections", () => {
 
   it("do not keep a worker out: a worker told the scheduler is busy comes back and is admitted", async () => {
     const rig = await startServer({ realDeadlines: true });
-    const idle = Array.from({ length: 16 }, () => new Client(rig.server.address.port));
+    const idle = Array.from(
+      { length: MAX_HANDSHAKES_PER_ADDRESS },
+      () => new Client(rig.server.address.port),
+    );
     await Promise.all(idle.map((c) => c.connected()));
     const log: string[] = [];
     const end = await runRemoteWorker({

@@ -12,6 +12,12 @@ import type { Scheduler } from "../schedule/mod.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
 export const TARGET_BATCH_MS = 10;
+/**
+ * The same for workers launched elsewhere (SLURM jobs, launched commands, joined by hand): every
+ * batch costs the scheduler a frame and a system call, which with thousands of workers and
+ * blocks of milliseconds is most of its time (docs/design/REMOTE.md, "A fleet of workers").
+ */
+export const REMOTE_TARGET_BATCH_MS = 100;
 export const MAX_WINDOW = 1024;
 export const MIN_WINDOW = 2;
 
@@ -116,9 +122,10 @@ export class Dispatcher {
     return count < limit;
   }
 
-  /** Resize the window so it holds about TARGET_BATCH_MS of the task's blocks. */
+  /** Resize the window so it holds about `batchMs` (TARGET_BATCH_MS) of the task's blocks. */
   resize(executor: Executor, meanSeconds: number): void {
-    const wanted = Math.round(TARGET_BATCH_MS / 1000 / Math.max(meanSeconds, 1e-7));
+    const target = executor.batchMs ?? TARGET_BATCH_MS;
+    const wanted = Math.round(target / 1000 / Math.max(meanSeconds, 1e-7));
     executor.window = Math.max(
       Math.min(MIN_WINDOW, this.#maxWindow),
       Math.min(this.#maxWindow, wanted),

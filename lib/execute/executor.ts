@@ -42,6 +42,11 @@ export interface Executor {
   readonly inFlight: InFlightQueue;
   /** How many blocks may be in flight at once. */
   window: number;
+  /**
+   * How many milliseconds of blocks its window should hold (`Dispatcher.resize`); absent:
+   * `TARGET_BATCH_MS`. A worker across a network holds more, since each batch is a message.
+   */
+  readonly batchMs?: number | undefined;
   /** A buffer with room for `pairs` (position, attempt) pairs, to fill and pass to `send`. */
   batchBuffer(pairs: number): Float64Array;
   /** Hand over the first `count` pairs of `batch`, already recorded in `inFlight`. */

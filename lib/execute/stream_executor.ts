@@ -58,6 +58,8 @@ export interface StreamExecutorOptions {
   readonly connectTimeoutMs?: number;
   /** Its worker joins by hand (`launch: "manual"`): see `Executor.joined`. */
   readonly joined?: boolean;
+  /** See `Executor.batchMs`. */
+  readonly batchMs?: number;
 }
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 120_000;
@@ -97,6 +99,10 @@ export class StreamExecutor implements Executor {
     this.#watch = new RunningBlockWatch(options.spec.config.timeout);
     this.#lastHeard = options.spec.clock.now();
     if (options.channel !== null) this.attach(options.channel, null);
+  }
+
+  get batchMs(): number | undefined {
+    return this.#o.batchMs;
   }
 
   get joined(): boolean {

@@ -15,6 +15,7 @@ import * as os from "node:os";
 import process from "node:process";
 import type { ExecutorFactory, ExecutorSpec } from "../execute/executor.ts";
 import { StreamExecutor } from "../execute/stream_executor.ts";
+import { REMOTE_TARGET_BATCH_MS } from "../execute/dispatch.ts";
 import {
   withLaunch,
   type WorkerEnvironment,
@@ -255,6 +256,8 @@ export class RemoteWorkers {
         : { connectTimeoutMs: launcher.connectTimeoutMs }),
       onEnd: () => unexpect(),
       joined: launch.kind === "manual",
+      // Local Python workers keep the local batch size; others pay a network message a batch.
+      ...(launch.kind === "local" ? {} : { batchMs: REMOTE_TARGET_BATCH_MS }),
     });
     const claim = (channel: ByteChannel, hello: HelloMessage) => executor.attach(channel, hello);
     unexpect = launch.kind === "manual"

@@ -30,9 +30,9 @@ import { RateLimitedLog } from "./log_limit.ts";
 /** Frames before authentication are small: a hello and an auth fit easily. */
 export const HANDSHAKE_FRAME_CAP = 16 * 1024;
 export const DEFAULT_HANDSHAKE_MS = 10_000;
-export const DEFAULT_MAX_HANDSHAKES = 64;
+export const DEFAULT_MAX_HANDSHAKES = 256;
 /** Connections from one address in their handshake at once. */
-export const MAX_HANDSHAKES_PER_ADDRESS = 16;
+export const MAX_HANDSHAKES_PER_ADDRESS = 64;
 /** A connection that sent no hello by then is dropped (it holds a handshake slot). */
 export const HELLO_MS = 2_000;
 
