@@ -254,7 +254,7 @@ export function parseFromWorker(value: unknown): FromWorker {
       const records = floats(m, "records", kind, n * stride);
       const rawErrors = m["errors"];
       if (!Array.isArray(rawErrors)) throw bad(kind, "errors", "an array", rawErrors);
-      const errors = rawErrors.map((e: unknown): BlockError => {
+      const errors = rawErrors.length === 0 ? [] : rawErrors.map((e: unknown): BlockError => {
         const f = fields({ kind: "error", ...(typeof e === "object" ? e : { bad: e }) }, "Worker");
         return {
           position: num(f, "position", "results error"),
@@ -275,16 +275,17 @@ export function parseFromWorker(value: unknown): FromWorker {
           `"results" message: ${failed} failed records but ${errors.length} errors`,
         );
       }
-      return {
+      const message = {
         kind,
         count: n,
         stride,
         records,
         errors,
         cpuSeconds: num(m, "cpuSeconds", kind),
-        ...commitsOf(m, n - failed),
-        ...spare(m, kind),
-      };
+      } as const;
+      // The hot path (no outputs, no spare buffers) copies nothing more.
+      if (m["commits"] === undefined && m["spare"] === undefined) return message;
+      return { ...message, ...commitsOf(m, n - failed), ...spare(m, kind) };
     }
     case "returned": {
       const n = count(m, "count", kind);
