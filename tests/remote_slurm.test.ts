@@ -18,6 +18,7 @@ import process from "node:process";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { REPO_ROOT, waitUntil, writePipeline } from "./fixtures/parallel/harness.ts";
 import { shellQuote } from "../lib/errors.ts";
+import { ledger } from "./fixtures/remote.ts";
 
 const BUN = path.join(REPO_ROOT, "node_modules", ".bin", "bun");
 const MAIN = path.join(REPO_ROOT, "main.ts");
@@ -162,18 +163,6 @@ function calls(dir: string): Call[] {
   return fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((l) =>
     JSON.parse(l) as Call
   );
-}
-
-/** Per task: done, failed and pending blocks as the ledger records them. */
-function ledger(dir: string): Map<string, { done: number; failed: number; pending: number }> {
-  const r = spawnSync(BUN, [MAIN, "status", "--json", path.join(dir, "tracking")], {
-    encoding: "utf8",
-  });
-  assert.equal(r.status, 0, r.stderr);
-  const report = JSON.parse(r.stdout) as {
-    stores: { task: string; done: number; failed: number; pending: number }[];
-  };
-  return new Map(report.stores.map((s) => [s.task, s]));
 }
 
 /** Worker jobs of these tasks squeue still shows as active. */

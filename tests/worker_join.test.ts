@@ -31,6 +31,7 @@ import {
   calls,
   CliRun,
   type Finished,
+  ledger,
   MAIN,
   until,
   writePipeline,
@@ -85,18 +86,6 @@ async function joinLine(cli: CliRun): Promise<{ connect: string; secretFile: str
     "the join line",
   );
   return { connect: m[1]!, secretFile: m[2]! };
-}
-
-/** Per task: done, failed and pending blocks as the ledger records them (`status --json`). */
-function ledger(dir: string): Map<string, { done: number; failed: number; pending: number }> {
-  const r = spawnSync(BUN, [MAIN, "status", "--json", path.join(dir, "tracking")], {
-    encoding: "utf8",
-  });
-  assert.equal(r.status, 0, r.stderr);
-  const report = JSON.parse(r.stdout) as {
-    stores: { task: string; done: number; failed: number; pending: number }[];
-  };
-  return new Map(report.stores.map((s) => [s.task, s]));
 }
 
 function assertEachOnce(counts: Map<number, number>, blocks: number, except: number[] = []): void {

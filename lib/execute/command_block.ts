@@ -151,7 +151,8 @@ export function runCommandBlock(
   const argv = expandCommand(template, block, options.outputs);
   const [file, ...args] = argv;
   const cwd = options.cwd ?? null;
-  const env = { ...(options.env ?? process.env), ...commandEnvironment(block, options.outputs) };
+  // Layers, merged once where the command is spawned: the base is a whole environment.
+  const env = [options.env ?? process.env, commandEnvironment(block, options.outputs)] as const;
   const onStdout = options.onStdout ?? ((lines: string) => process.stdout.write(lines));
   const onStderr = options.onStderr ?? ((lines: string) => process.stderr.write(lines));
   return new Promise((resolve, reject) => {
@@ -171,7 +172,8 @@ export function runCommandBlock(
       );
       return;
     }
-    if (findProgram(file!, env.PATH, cwd ?? process.cwd()) === null) {
+    const path = env[1].PATH ?? env[0].PATH;
+    if (findProgram(file!, path, cwd ?? process.cwd()) === null) {
       notStarted(
         `"${file}" was not found or is not executable; check that "${file}" is installed and on PATH, or give its absolute path`,
       );

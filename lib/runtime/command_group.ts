@@ -26,7 +26,8 @@ import { commandReaper } from "./command_reaper.ts";
 const CLOSE_GRACE_MS = 5000;
 
 export interface CommandGroupOptions {
-  readonly env: Readonly<Record<string, string | undefined>>;
+  /** The environment as layers, later ones winning (merged once, here). */
+  readonly env: readonly Readonly<Record<string, string | undefined>>[];
   /** The folder the command runs in, or null for this process's. */
   readonly cwd: string | null;
   /** The command's stdout and stderr as text, in chunks as they arrive. */
@@ -69,8 +70,11 @@ export function startCommandGroup(
   options: CommandGroupOptions,
 ): CommandGroup {
   const env: Record<string, string> = {};
-  for (const [name, value] of Object.entries(options.env)) {
-    if (value !== undefined) env[name] = value;
+  for (const layer of options.env) {
+    for (const name in layer) {
+      const value = layer[name];
+      if (value !== undefined) env[name] = value;
+    }
   }
   Object.assign(env, commandReaper.environment);
   commandReaper.spawning();
