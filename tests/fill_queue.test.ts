@@ -4,8 +4,9 @@
  * and heavy executors follow every queue change; a pump after one executor's results touches
  * that executor, not its thousands of siblings; and random scripts of events (results, failures,
  * crashes, failed setups, recalls, workers leaving, health ticks) over pipelines with upstream
- * tasks never leave a ready executor idle while its task has blocks (`ParallelRun.checkDispatch`,
- * checked after every event), and always end.
+ * tasks, with local or remote workers, never leave a ready executor idle while its task has
+ * blocks (`ParallelRun.checkDispatch`, checked after every event, also recounts the starting
+ * remote executors), and always end.
  */
 
 import { describe, it } from "node:test";
@@ -108,6 +109,8 @@ async function randomRun(seed: number): Promise<void> {
     initialWindow: 1 + rng.int(3),
     answerRecallAtOnce: rng.chance(0.3),
     ...(rng.chance(0.3) ? { maxInFlight: 2 + rng.int(6) } : {}),
+    // Remote workers: the fair share keeps nothing for those still starting.
+    ...(rng.chance(0.4) ? { batchMs: 100 } : {}),
   });
   const durations = [1e-5, 1e-3, 0.004, 0.05];
   let idleSteps = 0;

@@ -123,6 +123,34 @@ describe("run loop: fair shares", () => {
     assert.equal(rig.counters("a").ready, 0);
   });
 
+  it("keeps no share for remote workers still starting (their jobs may queue for minutes); a recall spreads the blocks once one connects", () => {
+    const rig = RunRig.start([linearTask("a", 30, { maxWorkers: 3 })], {
+      initialWindow: 100,
+      batchMs: 100,
+    });
+    const [e0, e1, e2] = rig.executors("a");
+    e0!.becomeReady();
+    assert.equal(e0!.held.length, 30, "the only connected worker takes what its window holds");
+    assert.deepEqual(e0!.recalls, [], "nobody idles yet");
+    e1!.becomeReady();
+    assert.deepEqual(e0!.recalls, [false], "a sibling idles: the unstarted blocks are asked back");
+    e0!.answerRecall();
+    assert.ok(e1!.held.length >= 10, `the sibling got ${e1!.held.length} blocks`);
+    assert.equal(e2!.state, "starting");
+  });
+
+  it("gives a worker joining a task whose blocks were measured a full window at once", () => {
+    const rig = RunRig.start([linearTask("a", 1000, { maxWorkers: 2 })]);
+    const [e0, e1] = rig.executors("a");
+    e0!.becomeReady();
+    assert.equal(e0!.held.length, 1, "nothing measured yet: one block first");
+    e0!.succeed(1, 0.002);
+    assert.equal(e0!.window, 5, "10 ms of 2 ms blocks");
+    e1!.becomeReady();
+    assert.equal(e1!.window, 5, "the task's mean sizes the newcomer's window");
+    assert.equal(e1!.held.length, 5);
+  });
+
   it("leaves a share for an idle sibling when blocks become ready", () => {
     // up/0 feeds down/0-9, up/1 feeds down/10-19.
     const rig = RunRig.start([

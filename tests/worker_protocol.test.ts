@@ -145,6 +145,9 @@ describe("worker protocol frames", () => {
       assert.deepEqual(normalise(toWorker), normalise(TO_WORKER));
       const fromWorker = feed(schedulerSideDecoder(), FROM_WORKER.map(encodeFrame), size);
       assert.deepEqual(normalise(fromWorker), normalise(FROM_WORKER));
+      // A decoder that starts small (a handshake's) grows for frames larger than its buffer.
+      const small = feed(schedulerSideDecoder(undefined, 16), FROM_WORKER.map(encodeFrame), size);
+      assert.deepEqual(normalise(small), normalise(FROM_WORKER));
     });
   }
 

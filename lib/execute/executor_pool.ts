@@ -323,7 +323,7 @@ export class ExecutorPool {
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size < 2 || this.#o.source.available(t) > 0) return;
       if (this.#o.fills.heavy(t) === 0) return; // nobody holds blocks to spread
-      if (this.#o.fills.waiting(t) === 0) return; // nobody is idle (nor starting)
+      if (this.#o.fills.idle(t) === 0) return; // nobody is idle (nor starting nearby)
       let idle = false;
       for (const e of task.executors) if (e.state === "ready" && e.inFlight.size === 0) idle = true;
       if (!idle) return;

@@ -29,6 +29,8 @@ import type { Executor } from "./executor.ts";
 import { QueueTally } from "./in_flight.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
+const startsFar = (e: Executor): boolean => e.state === "starting" && e.batchMs !== undefined;
+
 export class FillQueue {
   readonly #tasks: readonly TaskRuntime[];
   readonly #source: BlockSource;
@@ -39,6 +41,13 @@ export class FillQueue {
   /** The other set of each task's pair: marks made while a pass walks the first go here. */
   #spare: Set<Executor>[];
   readonly #hungry: Set<Executor>[];
+  /**
+   * Remote executors still starting (`batchMs` set: a job in a cluster's queue may be minutes
+   * away). The fair share keeps no blocks for them: a window holds REMOTE_TARGET_BATCH_MS of
+   * blocks, and `rebalanceHeld` spreads the held ones once they connect and idle. A local
+   * worker starts within milliseconds and keeps its share.
+   */
+  readonly #starting: Set<Executor>[];
 
   constructor(tasks: readonly TaskRuntime[], source: BlockSource, paced: readonly boolean[]) {
     this.#tasks = tasks;
@@ -48,11 +57,17 @@ export class FillQueue {
     this.#marked = tasks.map(() => new Set());
     this.#spare = tasks.map(() => new Set());
     this.#hungry = tasks.map(() => new Set());
+    this.#starting = tasks.map(() => new Set());
   }
 
   /** Executors of `task` that wait for blocks: starting, or holding none. */
   waiting(task: number): number {
     return this.#tallies[task]!.empty;
+  }
+
+  /** Executors of `task` holding none and not a remote one still starting (the fair share's). */
+  idle(task: number): number {
+    return this.#tallies[task]!.empty - this.#starting[task]!.size;
   }
 
   /** Executors of `task` holding more than two blocks (some an idle sibling could take). */
@@ -63,6 +78,13 @@ export class FillQueue {
   /** The executor was added to its task's executors. */
   joined(executor: Executor): void {
     executor.inFlight.track(this.#tallies[executor.task]!);
+    if (startsFar(executor)) this.#starting[executor.task]!.add(executor);
+    this.mark(executor);
+  }
+
+  /** The executor left `starting`: it runs blocks now. */
+  ready(executor: Executor): void {
+    this.#starting[executor.task]!.delete(executor);
     this.mark(executor);
   }
 
@@ -71,12 +93,15 @@ export class FillQueue {
     executor.inFlight.track(null);
     this.#marked[executor.task]!.delete(executor);
     this.#hungry[executor.task]!.delete(executor);
+    this.#starting[executor.task]!.delete(executor);
   }
 
   /** Every executor left (the run ends). */
   clear(): void {
     for (const task of this.#tasks) for (const e of task.executors) e.inFlight.track(null);
-    for (const sets of [this.#marked, this.#hungry]) for (const s of sets) s.clear();
+    for (const sets of [this.#marked, this.#hungry, this.#starting]) {
+      for (const s of sets) s.clear();
+    }
   }
 
   /** Something of the executor's own changed: the next pump fills it. */
@@ -121,9 +146,16 @@ export class FillQueue {
     for (const [t, task] of this.#tasks.entries()) {
       let empty = 0;
       let heavy = 0;
+      let starting = 0;
       for (const e of task.executors) {
+        if (startsFar(e)) starting++;
         if (e.inFlight.size === 0) empty++;
         else if (e.inFlight.size > 2) heavy++;
+      }
+      if (this.#starting[t]!.size !== starting) {
+        return `task ${t}: ${
+          this.#starting[t]!.size
+        } executors are counted as starting, a recount says ${starting}`;
       }
       const tally = this.#tallies[t]!;
       if (tally.empty !== empty || tally.heavy !== heavy) {

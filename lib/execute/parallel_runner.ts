@@ -135,7 +135,7 @@ export class ParallelRun implements ExecutorEvents {
       this.#clock,
       maxWindow,
       (executor) => this.#pool.allowance(executor),
-      (t) => fills.waiting(t),
+      (t) => fills.idle(t),
     );
     this.#pool = new ExecutorPool({
       preferDownstream,
@@ -181,7 +181,11 @@ export class ParallelRun implements ExecutorEvents {
 
   ready(executor: Executor): void {
     this.#pool.setupFailures.started(executor.task);
-    this.#fills.mark(executor);
+    // A worker joining a task whose blocks were measured takes a full window at once, not one
+    // block first (with 2,000 workers that was 2,000 batches of one and their results).
+    const mean = this.tasks[executor.task]!.meanSeconds;
+    if (!Number.isNaN(mean)) this.#dispatcher.resize(executor, mean);
+    this.#fills.ready(executor);
     this.#guard(() => this.#pump());
   }
 

@@ -29,6 +29,8 @@ import { RateLimitedLog } from "./log_limit.ts";
 
 /** Frames before authentication are small: a hello and an auth fit easily. */
 export const HANDSHAKE_FRAME_CAP = 16 * 1024;
+/** A hello and an auth take a few hundred bytes: a handshake's decoder starts this small. */
+const HANDSHAKE_BUFFER_BYTES = 1024;
 export const DEFAULT_HANDSHAKE_MS = 10_000;
 export const DEFAULT_MAX_HANDSHAKES = 256;
 /** Connections from one address in their handshake at once. */
@@ -246,6 +248,7 @@ class Handshake {
   readonly #end: HandshakeEnd;
   readonly #decoder: FrameDecoder<FromWorker | SessionFrame> = schedulerSideDecoder(
     HANDSHAKE_FRAME_CAP,
+    HANDSHAKE_BUFFER_BYTES,
   );
   readonly #nonce = newNonce();
   readonly #cancelDeadline: () => void;

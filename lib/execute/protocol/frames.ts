@@ -283,17 +283,28 @@ function parseSession(value: Record<string, unknown>): SessionFrame | null {
  * announced longer than `cap` is refused before its body arrives.
  */
 export class FrameDecoder<T> {
-  #buffer = new Uint8Array(new ArrayBuffer(64 * 1024));
+  #buffer: Uint8Array;
   /** A view of all of `#buffer`, made with it. */
-  #view = new DataView(this.#buffer.buffer);
+  #view: DataView;
   #start = 0;
   #end = 0;
   readonly #cap: number;
   readonly #parse: (value: Record<string, unknown>) => T;
 
-  constructor(parse: (value: Record<string, unknown>) => T, cap = DEFAULT_FRAME_CAP) {
+  /**
+   * `initialBytes`: the buffer to start with (it doubles as frames need): 64 KiB for a session,
+   * which carries batches and results; a handshake's few small frames need far less, and with
+   * thousands of workers connecting at once each one's buffer is allocated and zeroed.
+   */
+  constructor(
+    parse: (value: Record<string, unknown>) => T,
+    cap = DEFAULT_FRAME_CAP,
+    initialBytes = 64 * 1024,
+  ) {
     this.#parse = parse;
     this.#cap = cap;
+    this.#buffer = new Uint8Array(new ArrayBuffer(initialBytes));
+    this.#view = new DataView(this.#buffer.buffer);
   }
 
   /** Bytes received that do not yet make a whole frame. */
@@ -342,8 +353,15 @@ export class FrameDecoder<T> {
 }
 
 /** What the scheduler side reads: worker messages, or the session frames of the handshake. */
-export function schedulerSideDecoder(cap?: number): FrameDecoder<FromWorker | SessionFrame> {
-  return new FrameDecoder((value) => parseSession(value) ?? parseFromWorker(value), cap);
+export function schedulerSideDecoder(
+  cap?: number,
+  initialBytes?: number,
+): FrameDecoder<FromWorker | SessionFrame> {
+  return new FrameDecoder(
+    (value) => parseSession(value) ?? parseFromWorker(value),
+    cap,
+    initialBytes,
+  );
 }
 
 /** What the worker side reads: scheduler messages, or the session frames of the handshake. */
