@@ -6,14 +6,62 @@
  *   page every block. `mallopt(M_TOP_PAD, 256 MiB)` through Deno FFI keeps the heap top for
  *   the next block, as the worker profile's `MALLOC_TOP_PAD_` does for Python workers (measured:
  *   a quarter of the faults; docs/design/WORKERS.md).
- * - Bun: its buffers come from its own allocator (mimalloc), which glibc's settings do not reach
- *   and which exports no way to tune it at run time; nothing to do here.
+ * - Bun: its buffers come from mimalloc, which glibc's settings do not reach. mimalloc returns
+ *   freed memory to the system 10 ms after it is freed (`MIMALLOC_PURGE_DELAY`), shorter than a
+ *   block, so each block's arrays were faulted in afresh; it reads the setting only from the
+ *   environment it starts with, and exports no way to change it later. So `run` and `worker`
+ *   start again in place (`execve`: the same process, pid and descriptors, about 10 ms) with
+ *   `MIMALLOC_PURGE_DELAY=1000` (measured: half the faults, 3 % off the JavaScript pair's time;
+ *   docs/design/WORKERS.md). The restarted process removes the variable from its environment,
+ *   so the programs it starts (commands, Python workers) do not inherit it.
  *
- * A user who set `MALLOC_TOP_PAD_` or a `glibc.malloc` tunable keeps their setting.
+ * A user who set `MALLOC_TOP_PAD_` or a `glibc.malloc` tunable, or `MIMALLOC_PURGE_DELAY`, keeps
+ * their setting.
  */
 
 import process from "node:process";
 import { runtimeName } from "./detect.ts";
+import { selfCommand } from "./self_command.ts";
+
+export const PURGE_DELAY_ENV = "MIMALLOC_PURGE_DELAY";
+export const PURGE_DELAY_MS = 1000;
+/** Set for the restarted process only: it says the variable above is blockwise's, not the user's. */
+const RESTARTED_ENV = "BLOCKWISE_ALLOCATOR_RESTARTED";
+let restarted = false;
+
+type Execve = (file: string, args: string[], env: Record<string, string | undefined>) => never;
+
+/**
+ * Under Bun on Linux, start this process again in place with mimalloc told to keep freed memory
+ * for `PURGE_DELAY_MS` (unless the user set `MIMALLOC_PURGE_DELAY`); returns when it did not
+ * (Deno, another system, no `execve`, or already restarted). In the restarted process it takes
+ * the variables out of the environment again. Call it first thing, before any output or thread.
+ */
+export function restartForBlockWork(
+  argv: readonly string[] = process.argv,
+  env: Record<string, string | undefined> = process.env,
+): void {
+  if (env[RESTARTED_ENV] === "1") {
+    restarted = true;
+    delete env[RESTARTED_ENV];
+    delete env[PURGE_DELAY_ENV];
+    return;
+  }
+  if (process.platform !== "linux" || runtimeName() !== "bun") return;
+  if (env[PURGE_DELAY_ENV] !== undefined) return;
+  const execve = (process as unknown as { execve?: Execve }).execve;
+  if (typeof execve !== "function") return;
+  const self = selfCommand();
+  try {
+    execve(self[0]!, [...self, ...argv.slice(2)], {
+      ...env,
+      [PURGE_DELAY_ENV]: String(PURGE_DELAY_MS),
+      [RESTARTED_ENV]: "1",
+    });
+  } catch {
+    // The binary cannot be executed again (removed, or no permission): run as it is.
+  }
+}
 
 /** glibc's `M_TOP_PAD` parameter number for mallopt. */
 const M_TOP_PAD = -2;
@@ -28,6 +76,11 @@ type Mallopt = (parameter: number, value: number) => number;
 export function keepAllocatorWarm(
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): string | null {
+  if (restarted) {
+    return `Web Workers: mimalloc keeps freed memory ${
+      PURGE_DELAY_MS / 1000
+    } s before returning it to the system (${PURGE_DELAY_ENV}=${PURGE_DELAY_MS})`;
+  }
   if (process.platform !== "linux" || runtimeName() !== "deno") return null;
   if (env["MALLOC_TOP_PAD_"] !== undefined || /glibc\.malloc\./.test(env["GLIBC_TUNABLES"] ?? "")) {
     return null;
