@@ -13,7 +13,8 @@
  *   start again in place (`execve`: the same process, pid and descriptors, about 10 ms) with
  *   `MIMALLOC_PURGE_DELAY=1000` (measured: half the faults, 3 % off the JavaScript pair's time;
  *   docs/design/WORKERS.md). The restarted process removes the variable from its environment,
- *   so the programs it starts (commands, Python workers) do not inherit it.
+ *   so the programs it starts (commands, Python workers) do not inherit it. It prints nothing:
+ *   the setting concerns this process's own memory, not what a task's workers get.
  *
  * A user who set `MALLOC_TOP_PAD_` or a `glibc.malloc` tunable, or `MIMALLOC_PURGE_DELAY`, keeps
  * their setting.
@@ -27,7 +28,6 @@ export const PURGE_DELAY_ENV = "MIMALLOC_PURGE_DELAY";
 export const PURGE_DELAY_MS = 1000;
 /** Set for the restarted process only: it says the variable above is blockwise's, not the user's. */
 const RESTARTED_ENV = "BLOCKWISE_ALLOCATOR_RESTARTED";
-let restarted = false;
 
 type Execve = (file: string, args: string[], env: Record<string, string | undefined>) => never;
 
@@ -42,7 +42,6 @@ export function restartForBlockWork(
   env: Record<string, string | undefined> = process.env,
 ): void {
   if (env[RESTARTED_ENV] === "1") {
-    restarted = true;
     delete env[RESTARTED_ENV];
     delete env[PURGE_DELAY_ENV];
     return;
@@ -76,11 +75,6 @@ type Mallopt = (parameter: number, value: number) => number;
 export function keepAllocatorWarm(
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): string | null {
-  if (restarted) {
-    return `Web Workers: mimalloc keeps freed memory ${
-      PURGE_DELAY_MS / 1000
-    } s before returning it to the system (${PURGE_DELAY_ENV}=${PURGE_DELAY_MS})`;
-  }
   if (process.platform !== "linux" || runtimeName() !== "deno") return null;
   if (env["MALLOC_TOP_PAD_"] !== undefined || /glibc\.malloc\./.test(env["GLIBC_TUNABLES"] ?? "")) {
     return null;
