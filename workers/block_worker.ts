@@ -5,9 +5,11 @@
  * lives on.
  *
  * Nothing here allocates per block beyond the block object user code sees: blocks wait in a ring
- * of numbers, results are written into a Float64Array, and both kinds of buffers travel back to
- * their sender to be reused (`spare`), so neither thread leaves transferred buffers to the
- * garbage collector.
+ * of numbers and results are written into one Float64Array, reused. Messages are copied, never
+ * transferred: a buffer transferred out of this worker once per block made the user's own
+ * typed-array work 5-8 % slower (the filter passes of bench/real_work.ts: 8.0-8.3 ms a block
+ * against 7.7-7.9 ms with copies; docs/design/WORKERS.md), while copying a results batch costs
+ * microseconds.
  */
 
 import process from "node:process";
@@ -73,14 +75,11 @@ let queue = new Float64Array(2 * 1024);
 let queueHead = 0;
 let queueSize = 0;
 
-/** The batch of results being filled, and buffers ready for the next ones. */
-let records = new Float64Array(RESULT_BUFFER_FLOATS);
+/** The batch of results being filled; what is sent is a copy of its filled part. */
+const records = new Float64Array(RESULT_BUFFER_FLOATS);
 let recordCount = 0;
 let errors: BlockError[] = [];
 let commits: BlockCommit[] = [];
-const spareRecordBuffers: ArrayBuffer[] = [];
-/** Block buffers already read, to hand back with the next results. */
-let usedBlockBuffers: ArrayBuffer[] = [];
 let firstUnflushedAt = 0;
 let lastFlushAt = 0;
 let cpuAtLastFlush = threadCpuSeconds();
@@ -170,25 +169,15 @@ function flush(): void {
   const cpu = threadCpuSeconds();
   const cpuSeconds = cpu - cpuAtLastFlush;
   cpuAtLastFlush = cpu;
-  const spare = usedBlockBuffers;
-  usedBlockBuffers = [];
-  post(
-    {
-      kind: "results",
-      count: recordCount,
-      stride,
-      records,
-      errors,
-      cpuSeconds,
-      ...(outputs.empty ? {} : { commits }),
-      spare,
-    },
-    [records.buffer, ...spare],
-  );
-  const reuse = spareRecordBuffers.pop();
-  records = reuse !== undefined && reuse.byteLength === RESULT_BUFFER_FLOATS * 8
-    ? new Float64Array(reuse)
-    : new Float64Array(RESULT_BUFFER_FLOATS);
+  post({
+    kind: "results",
+    count: recordCount,
+    stride,
+    records: records.slice(0, recordCount * stride),
+    errors,
+    cpuSeconds,
+    ...(outputs.empty ? {} : { commits }),
+  });
   recordCount = 0;
   errors = [];
   commits = [];
@@ -273,7 +262,7 @@ function handBack(): void {
   queueHead = 0;
   queueSize = 0;
   flush();
-  post({ kind: "returned", positions, count }, [positions.buffer]);
+  post({ kind: "returned", positions, count });
   // Answered: the next recall sets the flag again.
   status![StatusSlot.Recall] = 0;
 }
@@ -306,8 +295,6 @@ scope.onmessage = (event: MessageEvent<unknown>) => {
     }
     case "blocks":
       enqueue(message.blocks, message.count);
-      usedBlockBuffers.push(message.blocks.buffer as ArrayBuffer);
-      for (const buffer of message.spare ?? []) spareRecordBuffers.push(buffer);
       if (recallRequested(status!) && !draining) handBack();
       else void drain();
       break;

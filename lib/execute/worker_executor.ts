@@ -11,7 +11,6 @@ import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { JsonValue } from "../pipeline/spec.ts";
 import { spawnWorker } from "../runtime/mod.ts";
 import {
-  BufferPool,
   type Executor,
   type ExecutorEvents,
   type ExecutorSpec,
@@ -19,12 +18,7 @@ import {
 } from "./executor.ts";
 import { MAX_WINDOW } from "./dispatch.ts";
 import { InFlightQueue } from "./in_flight.ts";
-import {
-  parseFromWorker,
-  PROTOCOL_VERSION,
-  RESULT_BUFFER_FLOATS,
-  type ToWorker,
-} from "./protocol/messages.ts";
+import { parseFromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
 import { STATUS_SLOTS, StatusSlot } from "./protocol/status_slots.ts";
 import { RunningBlockWatch } from "./running_block_watch.ts";
 
@@ -72,9 +66,11 @@ export class WorkerExecutor implements Executor {
   readonly #spec: WebWorkerOptions;
   readonly #worker: Worker;
   readonly #status: Float64Array;
-  /** Batches are at most MAX_WINDOW blocks, results at most RESULT_RECORDS records. */
-  readonly #blockBuffers = new BufferPool(2 * MAX_WINDOW);
-  readonly #resultBuffers = new BufferPool(RESULT_BUFFER_FLOATS);
+  /**
+   * Where the dispatcher writes a batch (at most MAX_WINDOW blocks); the worker gets a copy of
+   * its filled part, so this one is reused (no buffer is transferred: see workers/block_worker.ts).
+   */
+  readonly #batch = new Float64Array(2 * MAX_WINDOW);
   readonly #watch: RunningBlockWatch;
   #recalling = false;
 
@@ -119,13 +115,15 @@ export class WorkerExecutor implements Executor {
   }
 
   batchBuffer(pairs: number): Float64Array {
-    return this.#blockBuffers.take(2 * pairs);
+    if (2 * pairs > this.#batch.length) {
+      throw new RangeError(`A batch of ${pairs} blocks exceeds the window cap of ${MAX_WINDOW}`);
+    }
+    return this.#batch;
   }
 
   send(batch: Float64Array, count: number): void {
-    const spare = this.#resultBuffers.drain();
-    const message: ToWorker = { kind: "blocks", blocks: batch, count, spare };
-    this.#worker.postMessage(message, [batch.buffer as ArrayBuffer, ...spare]);
+    const message: ToWorker = { kind: "blocks", blocks: batch.slice(0, 2 * count), count };
+    this.#worker.postMessage(message);
   }
 
   runningPosition(): number {
@@ -195,9 +193,7 @@ export class WorkerExecutor implements Executor {
         events.setupFailed(this, message.message, message.stack);
         break;
       case "results":
-        for (const buffer of message.spare ?? []) this.#blockBuffers.give(buffer);
         events.results(this, message);
-        this.#resultBuffers.give(message.records.buffer as ArrayBuffer);
         break;
       case "output":
         events.output(this, message.stream, message.text);

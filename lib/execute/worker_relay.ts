@@ -148,12 +148,11 @@ class Relay implements ExecutorEvents {
   }
 
   results(_executor: Executor, results: ResultsMessage): void {
-    const { spare: _spare, ...message } = results;
-    for (let i = 0; i < message.count; i++) {
+    for (let i = 0; i < results.count; i++) {
       this.#blocksDone++;
-      this.#secondsDone += message.records[i * message.stride + 2]!;
+      this.#secondsDone += results.records[i * results.stride + 2]!;
     }
-    this.#write(message);
+    this.#write(results);
   }
 
   leaving(_executor: Executor, reason: string): void {

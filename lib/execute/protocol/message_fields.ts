@@ -86,15 +86,6 @@ export function optionalString<K extends string>(
   return { [key]: v } as { [P in K]?: string };
 }
 
-export function spare(m: Fields, kind: string): { spare?: readonly ArrayBuffer[] } {
-  const v = m["spare"];
-  if (v === undefined) return {};
-  if (!Array.isArray(v) || !v.every((b) => b instanceof ArrayBuffer)) {
-    throw bad(kind, "spare", "an array of ArrayBuffers", v);
-  }
-  return { spare: v as ArrayBuffer[] };
-}
-
 export function commitsOf(m: Fields, done: number): { commits?: readonly BlockCommit[] } {
   const v = m["commits"];
   if (v === undefined) return {};

@@ -24,7 +24,6 @@ import {
   optionalString,
   preview,
   ProtocolError,
-  spare,
   str,
 } from "./message_fields.ts";
 
@@ -99,8 +98,6 @@ export interface BlocksMessage {
   /** `count` pairs of (position, attempt) from the start of `blocks`. */
   readonly blocks: Float64Array;
   readonly count: number;
-  /** Web Workers only: result buffers handed back for reuse. */
-  readonly spare?: readonly ArrayBuffer[];
 }
 
 /** Hand back every block not started yet; `final` also means: start nothing sent later. */
@@ -170,8 +167,6 @@ export interface ResultsMessage {
    * files, sizes, SHA-256 and content hash).
    */
   readonly commits?: readonly BlockCommit[];
-  /** Web Workers only: block buffers handed back for reuse. */
-  readonly spare?: readonly ArrayBuffer[];
 }
 
 /** Blocks handed back unstarted after a recall (possibly none). */
@@ -283,9 +278,9 @@ export function parseFromWorker(value: unknown): FromWorker {
         errors,
         cpuSeconds: num(m, "cpuSeconds", kind),
       } as const;
-      // The hot path (no outputs, no spare buffers) copies nothing more.
-      if (m["commits"] === undefined && m["spare"] === undefined) return message;
-      return { ...message, ...commitsOf(m, n - failed), ...spare(m, kind) };
+      // The hot path (no outputs) copies nothing more.
+      if (m["commits"] === undefined) return message;
+      return { ...message, ...commitsOf(m, n - failed) };
     }
     case "returned": {
       const n = count(m, "count", kind);
@@ -348,7 +343,7 @@ export function parseToWorker(value: unknown): ToWorker {
     }
     case "blocks": {
       const n = count(m, "count", kind);
-      return { kind, count: n, blocks: floats(m, "blocks", kind, 2 * n), ...spare(m, kind) };
+      return { kind, count: n, blocks: floats(m, "blocks", kind, 2 * n) };
     }
     case "recall": {
       const final = m["final"];
