@@ -24,6 +24,9 @@ import { RunningBlockWatch } from "./running_block_watch.ts";
 import type { HelloMessage, PythonInit } from "./protocol/messages.ts";
 
 /** How a launched remote worker is doing before (and while) it is connected. */
+/** A session's frame decoder starts this small (a results frame of 512 no-op blocks is 12 KiB). */
+const SESSION_BUFFER_BYTES = 16 * 1024;
+
 export interface LaunchHandle {
   /** Names it in messages, e.g. "SLURM job 1234" or "process 4242". */
   readonly label: string;
@@ -129,7 +132,8 @@ export class StreamExecutor implements Executor {
       return false;
     }
     this.#channel = channel;
-    this.#decoder = schedulerSideDecoder(this.#o.frameCap);
+    // Small at first, doubling as frames need: 2,000 connected workers held 64 KiB each.
+    this.#decoder = schedulerSideDecoder(this.#o.frameCap, SESSION_BUFFER_BYTES);
     this.#lastHeard = this.#o.spec.clock.now();
     channel.onData((chunk) => this.#onData(chunk));
     channel.onClose((reason) => this.#die(reason));
