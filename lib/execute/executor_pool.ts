@@ -325,10 +325,15 @@ export class ExecutorPool {
       if (this.#o.fills.heavy(t) === 0) return; // nobody holds blocks to spread
       if (this.#o.fills.idle(t) === 0) return; // nobody is idle (nor starting nearby)
       let idle = false;
-      for (const e of task.executors) if (e.state === "ready" && e.inFlight.size === 0) idle = true;
+      for (const e of task.executors) {
+        if (e.state === "ready" && e.inFlight.size === 0) {
+          idle = true;
+          break;
+        }
+      }
       if (!idle) return;
       for (const executor of task.executors) {
-        if (executor.inFlight.size <= 2) continue;
+        if (executor.inFlight.size <= 2 || this.#recalled.has(executor)) continue;
         this.#recalled.add(executor);
         executor.recall();
       }
