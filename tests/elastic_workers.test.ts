@@ -142,21 +142,17 @@ describe("elastic workers: the progress line", () => {
       formatCountersLine("a", counters, 0, undefined, 1, workers),
       "a: 0/4 done, 0 running, workers 2 running, 1 queued, 3 released, 0 failed, 0 orphaned, 0 skipped",
     );
-    const bar = formatBarLine(
-      { id: "a", counters, eta: new EtaEstimator(), running: 0, queued: 1, workers },
-      { idWidth: 1, digits: 1 },
-      140,
-      0,
-      false,
-    );
+    const barOf = (width: number) =>
+      formatBarLine(
+        { id: "a", counters, eta: new EtaEstimator(), running: 0, queued: 1, workers },
+        { idWidth: 1, digits: 1 },
+        width,
+        0,
+        false,
+      );
+    const bar = barOf(140);
     assert.ok(bar.includes("workers 2 running, 1 queued, 3 released"), bar);
-    const narrow = formatBarLine(
-      { id: "a", counters, eta: new EtaEstimator(), running: 0, queued: 1, workers },
-      { idWidth: 1, digits: 1 },
-      50,
-      0,
-      false,
-    );
+    const narrow = barOf(50);
     assert.ok(narrow.includes("⚙2◷1↓3"), narrow);
   });
 });
