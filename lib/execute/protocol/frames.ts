@@ -292,9 +292,9 @@ export class FrameDecoder<T> {
   readonly #parse: (value: Record<string, unknown>) => T;
 
   /**
-   * `initialBytes`: the buffer to start with (it doubles as frames need): 64 KiB for a session,
-   * which carries batches and results; a handshake's few small frames need far less, and with
-   * thousands of workers connecting at once each one's buffer is allocated and zeroed.
+   * `initialBytes`: the buffer to start with (it doubles as frames need). The scheduler starts
+   * a handshake at 1 KiB and a connected worker's session at 16 KiB: with thousands of workers
+   * connected, each buffer is allocated, zeroed and kept.
    */
   constructor(
     parse: (value: Record<string, unknown>) => T,
