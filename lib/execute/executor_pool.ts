@@ -27,6 +27,7 @@ import { settleLostBlocks } from "./lost_blocks.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
 import { SetupFailures } from "./setup_failures.ts";
+import { Recalls } from "./recalls.ts";
 import { WorkerLifetimes } from "./run_stats.ts";
 import type { RunObserver } from "./run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
@@ -75,8 +76,7 @@ export class ExecutorPool {
   #nextWorkerId = 0;
   readonly #descendants: readonly ReadonlySet<number>[];
   readonly #budgetView: BudgetView;
-  /** Executors asked by `rebalanceHeld` to hand back unstarted blocks, not answered yet. */
-  readonly #recalled = new Set<Executor>();
+  readonly #recalled = new Recalls();
   /** Readers of a temporary task: only their backlog drains the tasks upstream (TEMPORARIES.md). */
   readonly #readsTemporary: readonly boolean[];
   /** Idle executors out of the budget until their task's turn comes back. */
@@ -306,7 +306,8 @@ export class ExecutorPool {
       if (source.checking(t) > 0) return;
       // Keep idle executors while a sibling holds unstarted blocks they can take over, or was
       // asked to hand them back and has not answered yet (they come back ready for them).
-      for (const e of task.executors) if (e.inFlight.size > 2 || this.#recalled.has(e)) return;
+      if (this.#o.fills.heavy(t) > 0 || this.#recalled.of(t) > 0) return;
+      if (this.#o.fills.readyIdle(t) === 0) return;
       for (const executor of [...task.executors]) {
         if (executor.inFlight.size === 0 && executor.state === "ready") {
           this.#retire(executor, "clean");
@@ -323,15 +324,9 @@ export class ExecutorPool {
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size < 2 || this.#o.source.available(t) > 0) return;
       if (this.#o.fills.heavy(t) === 0) return; // nobody holds blocks to spread
-      if (this.#o.fills.idle(t) === 0) return; // nobody is idle (nor starting nearby)
-      let idle = false;
-      for (const e of task.executors) {
-        if (e.state === "ready" && e.inFlight.size === 0) {
-          idle = true;
-          break;
-        }
-      }
-      if (!idle) return;
+      if (this.#o.fills.readyIdle(t) === 0) return; // nobody is idle to take them
+      // Every one that holds some is asked already (or was, and has not answered).
+      if (this.#recalled.of(t) >= this.#o.fills.heavy(t)) return;
       for (const executor of task.executors) {
         if (executor.inFlight.size <= 2 || this.#recalled.has(executor)) continue;
         this.#recalled.add(executor);
