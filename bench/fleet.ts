@@ -93,6 +93,12 @@ interface CaseResult {
   readonly steadyRate: number;
   readonly lateMs: number;
   readonly busyRetries: number;
+  /**
+   * Connections the kernel dropped because the listener's accept queue was full (TcpExt
+   * ListenOverflows, counted for the whole machine over the case); each waits 1 s or more for
+   * TCP to try again. NaN where /proc/net/netstat is not there.
+   */
+  readonly queueDrops: number;
   readonly batches: number;
   readonly resultFrames: number;
   readonly refused: number;
@@ -107,6 +113,18 @@ const option = (name: string, fallback: number): number => {
 const here = fileURLToPath(import.meta.url);
 const self = (extra: readonly string[]): string[] =>
   runtimeName() === "deno" ? ["run", "-A", "--quiet", here, ...extra] : [here, ...extra];
+
+/** The machine's count of connections dropped by full accept queues (TcpExt ListenOverflows). */
+function listenOverflows(): number {
+  try {
+    const lines = fs.readFileSync("/proc/net/netstat", "utf8").split("\n");
+    const at = lines.findIndex((l) => l.startsWith("TcpExt:"));
+    const names = lines[at]!.split(/\s+/);
+    return Number(lines[at + 1]!.split(/\s+/)[names.indexOf("ListenOverflows")]);
+  } catch {
+    return Number.NaN;
+  }
+}
 
 /** CPU seconds of a process (all its threads), user and system. */
 function cpuSeconds(pid: number | "self"): number {
@@ -141,6 +159,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const graph = buildPipelineGraph(pipeline);
   const notices: string[] = [];
   const simCpu = () => fleet.pids.reduce((s, pid) => s + cpuSeconds(pid), 0);
+  const drops0 = listenOverflows();
   const cpu0 = cpuSeconds("self");
   const sim0 = simCpu();
   const started = performance.now();
@@ -167,6 +186,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   clearTimeout(stopTimer);
   const wallSeconds = (performance.now() - started) / 1000;
   const schedulerCpuSeconds = cpuSeconds("self") - cpu0;
+  const queueDrops = listenOverflows() - drops0;
   const simCpuSeconds = simCpu() - sim0;
   const hwmMb = statusKb(process.pid, "VmHWM") / 1024;
   const rssMb = statusKb(process.pid, "VmRSS") / 1024;
@@ -206,6 +226,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
       : Number.NaN,
     lateMs: blocksRun === 0 ? 0 : reports.reduce((s, r) => s + r.lateMs * r.blocks, 0) / blocksRun,
     busyRetries: reports.reduce((n, r) => n + r.busyRetries, 0),
+    queueDrops,
     batches: reports.reduce((n, r) => n + r.batches, 0),
     resultFrames: reports.reduce((n, r) => n + r.resultFrames, 0),
     refused,
@@ -449,7 +470,9 @@ async function drive(): Promise<void> {
             Number.isFinite(timed.handshakeSeconds)
               ? `${fixed(timed.handshakeSeconds, 2)} s`
               : `only ${fmt(timed.admitted)} of ${name} ever admitted`
-          } (${fmt(timed.busyRetries)} busy refusals retried; ${lost(timed)} sessions lost)`,
+          } (${fmt(timed.busyRetries)} busy refusals retried; ${
+            fixed(timed.queueDrops, 0)
+          } dropped by a full accept queue; ${lost(timed)} sessions lost)`,
           `< ${HANDSHAKE_BUDGET_S} s`,
           timed.handshakeSeconds < HANDSHAKE_BUDGET_S,
         );
