@@ -45,6 +45,8 @@ interface Rig {
   readonly claimed: { slot: string; host: string }[];
   /** Expire every pending handshake deadline (the manual slow-loris clock). */
   expireDeadlines(): void;
+  /** Expire the deadline set last (a waiting connection's, when it was the last to arrive). */
+  expireNewestDeadline(): void;
 }
 
 const servers: WorkerServer[] = [];
@@ -53,7 +55,7 @@ after(async () => {
 });
 
 async function startServer(
-  options: { maxHandshakes?: number; realDeadlines?: boolean } = {},
+  options: { maxHandshakes?: number; maxWaiting?: number; realDeadlines?: boolean } = {},
 ): Promise<Rig> {
   const secret = newSecret();
   const log: string[] = [];
@@ -70,6 +72,7 @@ async function startServer(
       },
     }),
     ...(options.maxHandshakes === undefined ? {} : { maxHandshakes: options.maxHandshakes }),
+    ...(options.maxWaiting === undefined ? {} : { maxWaiting: options.maxWaiting }),
   });
   servers.push(server);
   server.expect(SLOT, (channel, hello) => {
@@ -85,6 +88,7 @@ async function startServer(
     expireDeadlines: () => {
       for (const d of [...deadlines]) d();
     },
+    expireNewestDeadline: () => [...deadlines].pop()?.(),
   };
 }
 
@@ -145,6 +149,11 @@ async function handshake(rig: Rig, secret: string, slot = SLOT): Promise<Client>
   assert.equal(challenge.proof, schedulerProof(rig.secret, nonce, challenge.nonce));
   c.send(encodeFrame({ kind: "auth", mac: workerProof(secret, challenge.nonce, nonce, slot) }));
   return c;
+}
+
+/** A few event-loop turns: what the server does with bytes already sent happens meanwhile. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 10));
 }
 
 function errorText(frame: ToWorker | SessionFrame): string {
@@ -291,19 +300,76 @@ describe("worker server handshake", () => {
     assert.deepEqual(rig.claimed, []);
   });
 
-  it("bounds the connections still in their handshake", async () => {
+  it("bounds the connections in their handshake: the next ones wait, unread, in order", async () => {
     const rig = await startServer({ maxHandshakes: 2 });
     const a = new Client(rig.server.address.port);
     const b = new Client(rig.server.address.port);
     await Promise.all([a.connected(), b.connected()]);
+    await settle(); // the server accepted both: they hold the two handshakes
+    // Two workers arrive while both handshakes are held: their hellos wait in the kernel.
+    const first = new Client(rig.server.address.port);
+    await first.connected();
+    await settle();
+    const second = new Client(rig.server.address.port);
+    await second.connected();
+    const nonces = [newNonce(), newNonce()];
+    first.hello(nonces[0]!);
+    second.hello(nonces[1]!, "another slot");
+    await settle();
+    assert.deepEqual([first.frames, second.frames], [[], []], "nobody read their hellos");
+    assert.equal(rig.server.refused, 0);
+    a.socket.destroy(); // one handshake ends: the oldest waiting one starts, not the other
+    const challenge = await first.frame("challenge");
+    await settle();
+    assert.deepEqual(second.frames, []);
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    first.send(encodeFrame({
+      kind: "auth",
+      mac: workerProof(rig.secret, challenge.nonce, nonces[0]!, SLOT),
+    }));
+    await first.frame("stop");
+    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
+    assert.equal((await second.frame("challenge")).kind, "challenge", "admitted: the next one");
+    for (const c of [b, first, second]) c.socket.destroy();
+  });
+
+  it("refuses a connection that waited too long for a handshake, telling it to come back", async () => {
+    const rig = await startServer({ maxHandshakes: 1 });
+    const holder = new Client(rig.server.address.port);
+    await holder.connected();
+    await settle();
+    const waiting = new Client(rig.server.address.port);
+    await waiting.connected();
+    await settle();
+    rig.expireNewestDeadline(); // the waiting one's: the holder is still in its handshake
+    const error = await waiting.frame("error");
+    assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
+    assert.match(
+      errorText(error),
+      /^refused: busy: it waited 30 s for one of 1 handshakes to end; connect again later$/,
+    );
+    await waiting.closed;
+    // The holder's handshake ending later starts nothing: the refused one left the queue.
+    holder.socket.destroy();
+    await holder.closed;
+    await settle();
+    assert.equal(rig.server.refused, 2); // the waiting one, then the holder closing
+    assert.deepEqual(rig.claimed, []);
+  });
+
+  it("refuses connections beyond the waiting room as busy", async () => {
+    const rig = await startServer({ maxHandshakes: 1, maxWaiting: 0 });
+    const holder = new Client(rig.server.address.port);
+    await holder.connected();
+    await settle();
     const c = new Client(rig.server.address.port);
-    await c.closed;
-    await refusedWith(rig, /2 other connections are still in their handshake/);
-    rig.expireDeadlines();
-    await Promise.all([a.closed, b.closed]);
-    const good = await handshake(rig, rig.secret);
-    await good.frame("stop");
-    good.socket.destroy();
+    const error = await c.frame("error");
+    assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
+    assert.match(
+      errorText(error),
+      /busy: 1 other connections are still in their handshake and 0 wait; connect again later/,
+    );
+    holder.socket.destroy();
   });
 });
 
@@ -338,9 +404,10 @@ describe("idle connections", () => {
   });
 
   it("refused by the hundred are logged at a bounded rate, then summed up", async () => {
-    const rig = await startServer({ maxHandshakes: 1 });
+    const rig = await startServer({ maxHandshakes: 1, maxWaiting: 0 });
     const holder = new Client(rig.server.address.port);
     await holder.connected();
+    await settle();
     const refused = Array.from({ length: 60 }, () => new Client(rig.server.address.port));
     await Promise.all(refused.map((c) => c.closed));
     const lines = rig.log.filter((l) => l.startsWith("Refused a worker connection"));

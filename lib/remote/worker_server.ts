@@ -5,13 +5,20 @@
  * whole handshake has a deadline (a slow-loris client is dropped) and so has its first frame
  * (an idle connection is dropped within HELLO_MS), the number of connections still in their
  * handshake is bounded in all and per address (so that idle connections from one address cannot
- * starve the workers), a connection refused for that is told to come back (the worker retries
- * with backoff; it is not a crash), and refusals are logged at a bounded rate, closed without
- * touching the run. An admitted connection is handed to the executor that waits on its slot.
+ * starve the workers). A connection over the bound in all waits, accepted and unread, until a
+ * handshake ends (oldest first; at most MAX_WAITING of them, each for WAITING_MS): a job array's
+ * workers arrive together, and refusing them made each connect again and again. One refused
+ * (its address over its bound, the waiting room full, or waiting too long) is told to come back
+ * (the worker retries with backoff; it is not a crash). Refusals are logged at a bounded rate,
+ * closed without touching the run. An admitted connection is handed to the executor that waits
+ * on its slot. The listener asks the kernel for an accept queue of FLEET_BACKLOG
+ * (lib/runtime/accept_queue.ts): with the 512 Bun asks for, most of 2,000 workers connecting at
+ * once were dropped by the kernel and waited 1 s or more for TCP to try again.
  */
 
 import * as net from "node:net";
 import { type ByteChannel, socketChannel } from "../execute/byte_channel.ts";
+import { FLEET_BACKLOG, widenAcceptQueue } from "../runtime/accept_queue.ts";
 import {
   encodeFrame,
   type FrameDecoder,
@@ -35,6 +42,10 @@ export const DEFAULT_HANDSHAKE_MS = 10_000;
 export const DEFAULT_MAX_HANDSHAKES = 256;
 /** Connections from one address in their handshake at once. */
 export const MAX_HANDSHAKES_PER_ADDRESS = 64;
+/** Connections over the handshake cap that may wait for a handshake to end; more are refused. */
+export const MAX_WAITING = 16_384;
+/** A connection that waited this long for a handshake to start is refused (busy). */
+export const WAITING_MS = 30_000;
 /** A connection that sent no hello by then is dropped (it holds a handshake slot). */
 export const HELLO_MS = 2_000;
 
@@ -55,8 +66,17 @@ export interface WorkerServerOptions {
   readonly log: (message: string) => void;
   readonly handshakeMs?: number;
   readonly maxHandshakes?: number;
+  /** Connections over `maxHandshakes` that wait for a handshake to end (MAX_WAITING). */
+  readonly maxWaiting?: number;
   /** Starts the handshake deadline; returns its cancel (tests inject a manual one). */
   readonly deadline?: (ms: number, expire: () => void) => () => void;
+}
+
+interface Waiting {
+  readonly address: string;
+  readonly peer: string;
+  /** Stop its waiting deadline and stop watching its close. */
+  readonly stop: () => void;
 }
 
 const realDeadline = (ms: number, expire: () => void): () => void => {
@@ -70,6 +90,8 @@ export class WorkerServer {
   readonly #slots = new Map<string, SlotClaim>();
   readonly #handshakes = new Set<net.Socket>();
   readonly #perAddress = new Map<string, number>();
+  /** Connections over the handshake cap, accepted and not read, oldest first. */
+  readonly #waiting = new Map<net.Socket, Waiting>();
   readonly #refusals: RateLimitedLog;
   #refused = 0;
   #joiners: JoinHandler | null = null;
@@ -87,11 +109,21 @@ export class WorkerServer {
       const server = net.createServer();
       const onError = (error: Error) => reject(error);
       server.once("error", onError);
-      server.listen(options.listen.port, options.listen.host, () => {
-        server.off("error", onError);
-        server.on("error", (error) => options.log(`The worker server failed: ${error.message}`));
-        resolve(new WorkerServer(options, server));
-      });
+      server.listen(
+        { port: options.listen.port, host: options.listen.host, backlog: FLEET_BACKLOG },
+        async () => {
+          server.off("error", onError);
+          server.on("error", (error) => options.log(`The worker server failed: ${error.message}`));
+          const a = server.address();
+          const why = a === null || typeof a === "string"
+            ? null
+            : await widenAcceptQueue(a.port, FLEET_BACKLOG);
+          if (why !== null) {
+            options.log(`The worker server keeps the runtime's accept queue: ${why}`);
+          }
+          resolve(new WorkerServer(options, server));
+        },
+      );
     });
   }
 
@@ -123,6 +155,11 @@ export class WorkerServer {
   close(): Promise<void> {
     for (const socket of this.#handshakes) socket.destroy();
     this.#handshakes.clear();
+    for (const [socket, waiting] of this.#waiting) {
+      waiting.stop();
+      socket.destroy();
+    }
+    this.#waiting.clear();
     this.#refusals.flush();
     this.#slots.clear();
     return new Promise((resolve) => this.#server.close(() => resolve()));
@@ -132,10 +169,57 @@ export class WorkerServer {
     const address = socket.remoteAddress ?? "?";
     const peer = `${address}:${socket.remotePort ?? "?"}`;
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
+    if (this.#handshakes.size < max || this.#waiting.size >= (this.#o.maxWaiting ?? MAX_WAITING)) {
+      return this.#handshake(socket, address, peer);
+    }
+    // Its hello waits in the kernel until a handshake ends (4,400 busy refusals, each a connect,
+    // an accept and an error frame, for 2,000 workers arriving at once; none now).
+    socket.pause();
+    socket.on("error", () => {}); // "close" follows
+    const gone = () => this.#waiting.delete(socket);
+    socket.once("close", gone);
+    const cancel = (this.#o.deadline ?? realDeadline)(WAITING_MS, () => {
+      if (!this.#waiting.delete(socket)) return; // its handshake started meanwhile
+      socket.off("close", gone);
+      this.#refuse(
+        socket,
+        peer,
+        `busy: it waited ${
+          WAITING_MS / 1000
+        } s for one of ${max} handshakes to end; connect again later`,
+        true,
+        true,
+      );
+    });
+    this.#waiting.set(socket, {
+      address,
+      peer,
+      stop: () => {
+        cancel();
+        socket.off("close", gone);
+      },
+    });
+  }
+
+  /** Start the handshakes of waiting connections while there is room. */
+  #admitWaiting(): void {
+    const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
+    for (const [socket, waiting] of this.#waiting) {
+      if (this.#handshakes.size >= max) return;
+      this.#waiting.delete(socket);
+      waiting.stop();
+      if (socket.destroyed) continue;
+      this.#handshake(socket, waiting.address, waiting.peer);
+      socket.resume();
+    }
+  }
+
+  #handshake(socket: net.Socket, address: string, peer: string): void {
+    const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
     const fromHere = this.#perAddress.get(address) ?? 0;
     if (this.#handshakes.size >= max || fromHere >= MAX_HANDSHAKES_PER_ADDRESS) {
       const why = this.#handshakes.size >= max
-        ? `busy: ${max} other connections are still in their handshake`
+        ? `busy: ${max} other connections are still in their handshake and ${this.#waiting.size} wait`
         : `busy: ${fromHere} other connections from ${address} are still in their handshake`;
       this.#refuse(socket, peer, `${why}; connect again later`, true, true);
       return;
@@ -171,6 +255,7 @@ export class WorkerServer {
 
   #admit(socket: net.Socket, peer: string, hello: HelloMessage): void {
     this.#handshakes.delete(socket);
+    this.#admitWaiting();
     if (hello.slot === undefined && hello.join !== undefined) {
       return this.#join(socket, peer, hello);
     }
@@ -213,7 +298,7 @@ export class WorkerServer {
     retry = false,
     later = false,
   ): void {
-    this.#handshakes.delete(socket);
+    if (this.#handshakes.delete(socket)) this.#admitWaiting();
     this.#refused++;
     this.#refusals.line(`Refused a worker connection from ${peer}: ${why}`);
     if (tell && !socket.destroyed) {
