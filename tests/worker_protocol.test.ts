@@ -151,6 +151,30 @@ describe("worker protocol frames", () => {
     });
   }
 
+  it("keeps at most one frame: whole frames are read in place, and a large cut frame's room is given back", () => {
+    const frames = FROM_WORKER.map(encodeFrame);
+    // Whole frames in one big chunk: nothing is kept.
+    const decoder = schedulerSideDecoder(undefined, 1024);
+    const many = Array.from({ length: 50 }, () => frames).flat();
+    assert.equal(feed(decoder, many, 1_000_000).length, many.length);
+    assert.equal(decoder.capacity, 1024);
+    // A frame cut by a chunk's end is kept until it is whole, then its room is given back.
+    const big = encodeFrame({
+      kind: "results",
+      count: 2000,
+      stride: 3,
+      records: new Float64Array(6000), // block 0 done, 2,000 times
+      errors: [],
+      cpuSeconds: 0,
+    });
+    const withBig = [frames[0]!, big, frames[1]!];
+    const cut = feed(decoder, withBig, 4096);
+    assert.equal(cut.length, 3);
+    assert.equal(cut[1]!.kind, "results");
+    assert.equal(decoder.buffered, 0);
+    assert.equal(decoder.capacity, 1024);
+  });
+
   it("round-trips the session frames of the handshake", () => {
     const frames = [
       encodeFrame({ kind: "challenge", nonce: "00ff", proof: "ab12" }),

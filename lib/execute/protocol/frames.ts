@@ -289,6 +289,7 @@ export class FrameDecoder<T> {
   #start = 0;
   #end = 0;
   readonly #cap: number;
+  readonly #initialBytes: number;
   readonly #parse: (value: Record<string, unknown>) => T;
 
   /**
@@ -303,6 +304,7 @@ export class FrameDecoder<T> {
   ) {
     this.#parse = parse;
     this.#cap = cap;
+    this.#initialBytes = initialBytes;
     this.#buffer = new Uint8Array(new ArrayBuffer(initialBytes));
     this.#view = new DataView(this.#buffer.buffer);
   }
@@ -312,32 +314,101 @@ export class FrameDecoder<T> {
     return this.#end - this.#start;
   }
 
+  /** Bytes the decoder holds for frames cut by a chunk's end (its buffer's size). */
+  get capacity(): number {
+    return this.#buffer.length;
+  }
+
+  /**
+   * The messages of the whole frames received so far. A chunk larger than the buffer's room is
+   * read in place, and only a frame cut by its end is copied into the buffer, so the buffer
+   * holds at most one frame beyond its starting size. Appending every chunk first made each connection's buffer grow to twice
+   * the largest read (64 KiB and more), kept for the connection's life: 270 KB a worker with
+   * 2,000 workers on fast blocks.
+   */
   push(chunk: Uint8Array): T[] {
-    this.#append(chunk);
     const out: T[] = [];
-    while (this.#end - this.#start >= 4) {
-      const length = this.#view.getUint32(this.#start, true);
-      if (length === 0) throw new ProtocolError("A frame of length 0 has no type byte");
-      if (length > this.#cap) {
-        throw new ProtocolError(
-          `A frame of ${length} bytes exceeds the cap of ${this.#cap} bytes`,
-        );
-      }
-      if (this.#end - this.#start < 4 + length) break;
-      const type = this.#buffer[this.#start + 4]!;
-      const at = this.#start + FRAME_HEADER_BYTES;
-      this.#start += 4 + length;
-      out.push(this.#parse(decodeBody(type, this.#buffer, this.#view, at, length - 1)));
+    if (chunk.length <= this.#buffer.length - (this.#end - this.#start)) {
+      // A chunk that fits (most are a frame or two) is copied and read from the buffer: cheaper
+      // than a view of its own, and the buffer does not grow.
+      this.#append(chunk);
+      this.#start = this.#frames(this.#buffer, this.#view, this.#start, this.#end, out);
+      if (this.#start === this.#end) this.#emptied();
+      return out;
     }
-    if (this.#start === this.#end) this.#start = this.#end = 0;
+    let at = 0;
+    if (this.#end > this.#start) {
+      at = this.#completePending(chunk, out);
+      if (this.#end > this.#start) return out; // the chunk ended inside the frame
+    }
+    if (at < chunk.length) {
+      const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      at = this.#frames(chunk, view, at, chunk.length, out);
+      if (at < chunk.length) this.#append(chunk.subarray(at));
+    }
     return out;
   }
 
-  #append(chunk: Uint8Array): void {
-    if (this.#end + chunk.length > this.#buffer.length) {
+  /** Read the whole frames of `bytes[at, end)`; returns where the first incomplete one starts. */
+  #frames(bytes: Uint8Array, view: DataView, from: number, end: number, out: T[]): number {
+    let at = from;
+    while (end - at >= 4) {
+      const length = this.#frameLength(view, at);
+      if (end - at < 4 + length) break;
+      const type = bytes[at + 4]!;
+      out.push(this.#parse(decodeBody(type, bytes, view, at + FRAME_HEADER_BYTES, length - 1)));
+      at += 4 + length;
+    }
+    return at;
+  }
+
+  /** A frame's length field, refused when it is zero or over the cap (before its body comes). */
+  #frameLength(view: DataView, at: number): number {
+    const length = view.getUint32(at, true);
+    if (length === 0) throw new ProtocolError("A frame of length 0 has no type byte");
+    if (length > this.#cap) {
+      throw new ProtocolError(`A frame of ${length} bytes exceeds the cap of ${this.#cap} bytes`);
+    }
+    return length;
+  }
+
+  /**
+   * Copy from `chunk` what the buffered frame lacks (its length field first), and read it when
+   * whole; returns how many bytes of `chunk` it took.
+   */
+  #completePending(chunk: Uint8Array, out: T[]): number {
+    let taken = 0;
+    const live = this.#end - this.#start;
+    if (live < 4) {
+      taken = Math.min(4 - live, chunk.length);
+      this.#append(chunk.subarray(0, taken));
+      if (this.#end - this.#start < 4) return taken;
+    }
+    const whole = 4 + this.#frameLength(this.#view, this.#start);
+    const more = Math.min(whole - (this.#end - this.#start), chunk.length - taken);
+    this.#append(chunk.subarray(taken, taken + more));
+    taken += more;
+    if (this.#end - this.#start === whole) {
+      this.#frames(this.#buffer, this.#view, this.#start, this.#end, out);
+      this.#emptied();
+    }
+    return taken;
+  }
+
+  /** Everything buffered was read: start over, without the room a large frame needed. */
+  #emptied(): void {
+    this.#start = this.#end = 0;
+    if (this.#buffer.length > 4 * this.#initialBytes) {
+      this.#buffer = new Uint8Array(new ArrayBuffer(this.#initialBytes));
+      this.#view = new DataView(this.#buffer.buffer);
+    }
+  }
+
+  #append(bytes: Uint8Array): void {
+    if (this.#end + bytes.length > this.#buffer.length) {
       const live = this.#end - this.#start;
-      if (live + chunk.length > this.#buffer.length) {
-        const next = new Uint8Array(new ArrayBuffer(2 * (live + chunk.length)));
+      if (live + bytes.length > this.#buffer.length) {
+        const next = new Uint8Array(new ArrayBuffer(2 * (live + bytes.length)));
         next.set(this.#buffer.subarray(this.#start, this.#end), 0);
         this.#buffer = next;
         this.#view = new DataView(next.buffer);
@@ -347,8 +418,8 @@ export class FrameDecoder<T> {
       this.#start = 0;
       this.#end = live;
     }
-    this.#buffer.set(chunk, this.#end);
-    this.#end += chunk.length;
+    this.#buffer.set(bytes, this.#end);
+    this.#end += bytes.length;
   }
 }
 
