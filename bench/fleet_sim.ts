@@ -56,6 +56,8 @@ const BUSY_PATIENCE_MS = 120_000;
 const CONNECT_PATIENCE_MS = 30_000;
 /** Busy time is summed in buckets this long, so the driver can cut any window out of it. */
 const BUCKET_MS = 10;
+/** A simulated worker's frame decoder starts this small (a real worker's, alone in its process, at 64 KiB). */
+const SESSION_DECODER_BYTES = 16 * 1024;
 
 const argBlockMs = process.argv.indexOf("--block-ms");
 const blockMs = argBlockMs > 0 ? Number(process.argv[argBlockMs + 1]) : 0;
@@ -150,7 +152,6 @@ class SimWorker {
   readonly #slot: string;
   readonly #connect: { host: string; port: number };
   #socket: net.Socket | null = null;
-  #decoder = workerSideDecoder();
   #nonce = newNonce();
   #admitted = false;
   #serving = false;
@@ -230,7 +231,8 @@ class SimWorker {
 
   #session(socket: net.Socket): void {
     this.#socket = socket;
-    this.#decoder = workerSideDecoder();
+    // 16 KiB, growing as frames need: hundreds of decoders share this process.
+    const decoder = workerSideDecoder(undefined, SESSION_DECODER_BYTES);
     this.#nonce = newNonce();
     this.#admitted = false;
     this.#retry = false;
@@ -238,7 +240,7 @@ class SimWorker {
       if (this.#socket !== socket) return;
       let messages: (ToWorker | SessionFrame)[];
       try {
-        messages = this.#decoder.push(chunk);
+        messages = decoder.push(chunk);
       } catch (error) {
         this.#refuse(`the scheduler broke the protocol: ${(error as Error).message}`);
         return;

@@ -436,6 +436,13 @@ export function schedulerSideDecoder(
 }
 
 /** What the worker side reads: scheduler messages, or the session frames of the handshake. */
-export function workerSideDecoder(cap?: number): FrameDecoder<ToWorker | SessionFrame> {
-  return new FrameDecoder((value) => parseSession(value) ?? parseToWorker(value), cap);
+export function workerSideDecoder(
+  cap?: number,
+  initialBytes?: number,
+): FrameDecoder<ToWorker | SessionFrame> {
+  return new FrameDecoder(
+    (value) => parseSession(value) ?? parseToWorker(value),
+    cap,
+    initialBytes,
+  );
 }
