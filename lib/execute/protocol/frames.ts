@@ -423,26 +423,19 @@ export class FrameDecoder<T> {
   }
 }
 
+type SchedulerSide = FrameDecoder<FromWorker | SessionFrame>;
+type WorkerSide = FrameDecoder<ToWorker | SessionFrame>;
+const fromWorkerSide = (value: Record<string, unknown>): FromWorker | SessionFrame =>
+  parseSession(value) ?? parseFromWorker(value);
+const fromSchedulerSide = (value: Record<string, unknown>): ToWorker | SessionFrame =>
+  parseSession(value) ?? parseToWorker(value);
+
 /** What the scheduler side reads: worker messages, or the session frames of the handshake. */
-export function schedulerSideDecoder(
-  cap?: number,
-  initialBytes?: number,
-): FrameDecoder<FromWorker | SessionFrame> {
-  return new FrameDecoder(
-    (value) => parseSession(value) ?? parseFromWorker(value),
-    cap,
-    initialBytes,
-  );
+export function schedulerSideDecoder(cap?: number, initialBytes?: number): SchedulerSide {
+  return new FrameDecoder(fromWorkerSide, cap, initialBytes);
 }
 
 /** What the worker side reads: scheduler messages, or the session frames of the handshake. */
-export function workerSideDecoder(
-  cap?: number,
-  initialBytes?: number,
-): FrameDecoder<ToWorker | SessionFrame> {
-  return new FrameDecoder(
-    (value) => parseSession(value) ?? parseToWorker(value),
-    cap,
-    initialBytes,
-  );
+export function workerSideDecoder(cap?: number, initialBytes?: number): WorkerSide {
+  return new FrameDecoder(fromSchedulerSide, cap, initialBytes);
 }
