@@ -28,7 +28,11 @@ import {
   workerProof,
   writeSecretFile,
 } from "../lib/remote/auth.ts";
-import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_server.ts";
+import {
+  MAX_HANDSHAKES_PER_ADDRESS,
+  MAX_WAITING_PER_ADDRESS,
+  WorkerServer,
+} from "../lib/remote/worker_server.ts";
 import { runRemoteWorker } from "../lib/remote/remote_worker.ts";
 import { parseHostPort } from "../lib/remote/address.ts";
 import { socketChannel } from "../lib/execute/byte_channel.ts";
@@ -55,7 +59,12 @@ after(async () => {
 });
 
 async function startServer(
-  options: { maxHandshakes?: number; maxWaiting?: number; realDeadlines?: boolean } = {},
+  options: {
+    maxHandshakes?: number;
+    maxWaiting?: number;
+    maxWaitingPerAddress?: number;
+    realDeadlines?: boolean;
+  } = {},
 ): Promise<Rig> {
   const secret = newSecret();
   const log: string[] = [];
@@ -73,6 +82,9 @@ async function startServer(
     }),
     ...(options.maxHandshakes === undefined ? {} : { maxHandshakes: options.maxHandshakes }),
     ...(options.maxWaiting === undefined ? {} : { maxWaiting: options.maxWaiting }),
+    ...(options.maxWaitingPerAddress === undefined
+      ? {}
+      : { maxWaitingPerAddress: options.maxWaitingPerAddress }),
   });
   servers.push(server);
   server.expect(SLOT, (channel, hello) => {
@@ -355,6 +367,34 @@ describe("worker server handshake", () => {
     await settle();
     assert.equal(rig.server.refused, 2); // the waiting one, then the holder closing
     assert.deepEqual(rig.claimed, []);
+  });
+
+  it("lets one address hold only its share of the waiting room; its next is told to come back", async () => {
+    const rig = await startServer({ maxHandshakes: 1, maxWaitingPerAddress: 2 });
+    assert.equal(MAX_WAITING_PER_ADDRESS, 1024);
+    const holder = new Client(rig.server.address.port);
+    await holder.connected();
+    await settle();
+    const waiting = [new Client(rig.server.address.port), new Client(rig.server.address.port)];
+    await Promise.all(waiting.map((c) => c.connected()));
+    await settle();
+    const next = new Client(rig.server.address.port);
+    const error = await next.frame("error");
+    assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
+    assert.match(
+      errorText(error),
+      /busy: 2 other connections from 127\.0\.0\.1 wait for a handshake; connect again later/,
+    );
+    // The holder's handshake ends: the oldest waiting one starts its own, and leaves the room.
+    holder.socket.destroy();
+    await holder.closed;
+    await settle();
+    const again = new Client(rig.server.address.port);
+    await again.connected();
+    await settle();
+    assert.deepEqual(again.frames, [], "it waits, unread, and is not refused");
+    assert.equal(rig.server.refused, 2); // the one turned away, and the holder closing
+    for (const c of [...waiting, again]) c.socket.destroy();
   });
 
   it("refuses connections beyond the waiting room as busy", async () => {

@@ -6,9 +6,10 @@
  * (an idle connection is dropped within HELLO_MS), the number of connections still in their
  * handshake is bounded in all and per address (so that idle connections from one address cannot
  * starve the workers). A connection over the bound in all waits, accepted and unread, until a
- * handshake ends (oldest first; at most MAX_WAITING of them, each for WAITING_MS): a job array's
- * workers arrive together, and refusing them made each connect again and again. One refused
- * (its address over its bound, the waiting room full, or waiting too long) is told to come back
+ * handshake ends (oldest first; at most MAX_WAITING of them, MAX_WAITING_PER_ADDRESS from one
+ * address, each for WAITING_MS): a job array's workers arrive together, and refusing them made
+ * each connect again and again. One refused (its address over a bound, the waiting room full, or
+ * waiting too long) is told to come back
  * (the worker retries with backoff; it is not a crash). Refusals are logged at a bounded rate,
  * closed without touching the run. An admitted connection is handed to the executor that waits
  * on its slot. The listener asks the kernel for an accept queue of FLEET_BACKLOG
@@ -44,6 +45,12 @@ export const DEFAULT_MAX_HANDSHAKES = 256;
 export const MAX_HANDSHAKES_PER_ADDRESS = 64;
 /** Connections over the handshake cap that may wait for a handshake to end; more are refused. */
 export const MAX_WAITING = 16_384;
+/**
+ * Waiting connections from one address: the waiting room must not let one host (a scanner, a
+ * health check gone wrong) fill it and turn every worker away, as the handshake's own bound
+ * per address does not. A node's workers beyond it are told to come back.
+ */
+export const MAX_WAITING_PER_ADDRESS = 1024;
 /** A connection that waited this long for a handshake to start is refused (busy). */
 export const WAITING_MS = 30_000;
 /** A connection that sent no hello by then is dropped (it holds a handshake slot). */
@@ -68,6 +75,8 @@ export interface WorkerServerOptions {
   readonly maxHandshakes?: number;
   /** Connections over `maxHandshakes` that wait for a handshake to end (MAX_WAITING). */
   readonly maxWaiting?: number;
+  /** Of those, from one address (MAX_WAITING_PER_ADDRESS). */
+  readonly maxWaitingPerAddress?: number;
   /** Starts the handshake deadline; returns its cancel (tests inject a manual one). */
   readonly deadline?: (ms: number, expire: () => void) => () => void;
 }
@@ -92,6 +101,7 @@ export class WorkerServer {
   readonly #perAddress = new Map<string, number>();
   /** Connections over the handshake cap, accepted and not read, oldest first. */
   readonly #waiting = new Map<net.Socket, Waiting>();
+  readonly #waitingFrom = new Map<string, number>();
   readonly #refusals: RateLimitedLog;
   #refused = 0;
   #joiners: JoinHandler | null = null;
@@ -155,11 +165,10 @@ export class WorkerServer {
   close(): Promise<void> {
     for (const socket of this.#handshakes) socket.destroy();
     this.#handshakes.clear();
-    for (const [socket, waiting] of this.#waiting) {
-      waiting.stop();
+    for (const socket of [...this.#waiting.keys()]) {
+      this.#unwait(socket);
       socket.destroy();
     }
-    this.#waiting.clear();
     this.#refusals.flush();
     this.#slots.clear();
     return new Promise((resolve) => this.#server.close(() => resolve()));
@@ -172,15 +181,21 @@ export class WorkerServer {
     if (this.#handshakes.size < max || this.#waiting.size >= (this.#o.maxWaiting ?? MAX_WAITING)) {
       return this.#handshake(socket, address, peer);
     }
+    const fromHere = this.#waitingFrom.get(address) ?? 0;
+    if (fromHere >= (this.#o.maxWaitingPerAddress ?? MAX_WAITING_PER_ADDRESS)) {
+      const why = `busy: ${fromHere} other connections from ${address} wait for a handshake`;
+      return this.#refuse(socket, peer, `${why}; connect again later`, true, true);
+    }
     // Its hello waits in the kernel until a handshake ends (4,400 busy refusals, each a connect,
     // an accept and an error frame, for 2,000 workers arriving at once; none now).
     socket.pause();
     socket.on("error", () => {}); // "close" follows
-    const gone = () => this.#waiting.delete(socket);
+    // A peer that leaves while it waits: Bun reports the close; under Deno a paused socket
+    // reports nothing, and the connection goes when its turn or its WAITING_MS comes.
+    const gone = () => this.#unwait(socket);
     socket.once("close", gone);
     const cancel = (this.#o.deadline ?? realDeadline)(WAITING_MS, () => {
-      if (!this.#waiting.delete(socket)) return; // its handshake started meanwhile
-      socket.off("close", gone);
+      if (this.#unwait(socket) === undefined) return; // its handshake started meanwhile
       this.#refuse(
         socket,
         peer,
@@ -199,15 +214,27 @@ export class WorkerServer {
         socket.off("close", gone);
       },
     });
+    this.#waitingFrom.set(address, fromHere + 1);
+  }
+
+  /** Take a connection out of the waiting room (undefined when it was not there). */
+  #unwait(socket: net.Socket): Waiting | undefined {
+    const waiting = this.#waiting.get(socket);
+    if (waiting === undefined) return undefined;
+    this.#waiting.delete(socket);
+    waiting.stop();
+    const left = (this.#waitingFrom.get(waiting.address) ?? 1) - 1;
+    if (left <= 0) this.#waitingFrom.delete(waiting.address);
+    else this.#waitingFrom.set(waiting.address, left);
+    return waiting;
   }
 
   /** Start the handshakes of waiting connections while there is room. */
   #admitWaiting(): void {
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
-    for (const [socket, waiting] of this.#waiting) {
+    for (const socket of this.#waiting.keys()) {
       if (this.#handshakes.size >= max) return;
-      this.#waiting.delete(socket);
-      waiting.stop();
+      const waiting = this.#unwait(socket)!;
       if (socket.destroyed) continue;
       this.#handshake(socket, waiting.address, waiting.peer);
       socket.resume();
