@@ -28,11 +28,8 @@ import {
   workerProof,
   writeSecretFile,
 } from "../lib/remote/auth.ts";
-import {
-  MAX_HANDSHAKES_PER_ADDRESS,
-  MAX_WAITING_PER_ADDRESS,
-  WorkerServer,
-} from "../lib/remote/worker_server.ts";
+import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_server.ts";
+import { MAX_WAITING_PER_ADDRESS } from "../lib/remote/waiting_room.ts";
 import { runRemoteWorker } from "../lib/remote/remote_worker.ts";
 import { parseHostPort } from "../lib/remote/address.ts";
 import { socketChannel } from "../lib/execute/byte_channel.ts";

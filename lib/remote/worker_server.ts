@@ -5,13 +5,11 @@
  * whole handshake has a deadline (a slow-loris client is dropped) and so has its first frame
  * (an idle connection is dropped within HELLO_MS), the number of connections still in their
  * handshake is bounded in all and per address (so that idle connections from one address cannot
- * starve the workers). A connection over the bound in all waits, accepted and unread, until a
- * handshake ends (oldest first; at most MAX_WAITING of them, MAX_WAITING_PER_ADDRESS from one
- * address, each for WAITING_MS): a job array's workers arrive together, and refusing them made
- * each connect again and again. One refused (its address over a bound, the waiting room full, or
- * waiting too long) is told to come back
- * (the worker retries with backoff; it is not a crash). Refusals are logged at a bounded rate,
- * closed without touching the run. An admitted connection is handed to the executor that waits
+ * starve the workers). A connection over the bound in all waits, accepted and unread, in the
+ * waiting room (`waiting_room.ts`) until a handshake ends. One refused (its address over a
+ * bound, the waiting room full, or waiting too long) is told to come back (the worker retries
+ * with backoff; it is not a crash). Refusals are logged at a bounded rate, closed without
+ * touching the run. An admitted connection is handed to the executor that waits
  * on its slot. The listener asks the kernel for an accept queue of FLEET_BACKLOG
  * (lib/runtime/accept_queue.ts): with the 512 Bun asks for, most of 2,000 workers connecting at
  * once were dropped by the kernel and waited 1 s or more for TCP to try again.
@@ -34,6 +32,7 @@ import {
 import { isNonce, joinSlot, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
 import type { HostPort } from "./address.ts";
 import { RateLimitedLog } from "./log_limit.ts";
+import { MAX_WAITING, MAX_WAITING_PER_ADDRESS, WAITING_MS, WaitingRoom } from "./waiting_room.ts";
 
 /** Frames before authentication are small: a hello and an auth fit easily. */
 export const HANDSHAKE_FRAME_CAP = 16 * 1024;
@@ -43,16 +42,6 @@ export const DEFAULT_HANDSHAKE_MS = 10_000;
 export const DEFAULT_MAX_HANDSHAKES = 256;
 /** Connections from one address in their handshake at once. */
 export const MAX_HANDSHAKES_PER_ADDRESS = 64;
-/** Connections over the handshake cap that may wait for a handshake to end; more are refused. */
-export const MAX_WAITING = 16_384;
-/**
- * Waiting connections from one address: the waiting room must not let one host (a scanner, a
- * health check gone wrong) fill it and turn every worker away, as the handshake's own bound
- * per address does not. A node's workers beyond it are told to come back.
- */
-export const MAX_WAITING_PER_ADDRESS = 1024;
-/** A connection that waited this long for a handshake to start is refused (busy). */
-export const WAITING_MS = 30_000;
 /** A connection that sent no hello by then is dropped (it holds a handshake slot). */
 export const HELLO_MS = 2_000;
 
@@ -81,13 +70,6 @@ export interface WorkerServerOptions {
   readonly deadline?: (ms: number, expire: () => void) => () => void;
 }
 
-interface Waiting {
-  readonly address: string;
-  readonly peer: string;
-  /** Stop its waiting deadline and stop watching its close. */
-  readonly stop: () => void;
-}
-
 const realDeadline = (ms: number, expire: () => void): () => void => {
   const timer = setTimeout(expire, ms);
   return () => clearTimeout(timer);
@@ -100,8 +82,7 @@ export class WorkerServer {
   readonly #handshakes = new Set<net.Socket>();
   readonly #perAddress = new Map<string, number>();
   /** Connections over the handshake cap, accepted and not read, oldest first. */
-  readonly #waiting = new Map<net.Socket, Waiting>();
-  readonly #waitingFrom = new Map<string, number>();
+  readonly #waiting: WaitingRoom;
   readonly #refusals: RateLimitedLog;
   #refused = 0;
   #joiners: JoinHandler | null = null;
@@ -110,6 +91,22 @@ export class WorkerServer {
     this.#o = options;
     this.#server = server;
     this.#refusals = new RateLimitedLog(options.log, "refused worker connections");
+    const max = options.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
+    this.#waiting = new WaitingRoom({
+      max: options.maxWaiting ?? MAX_WAITING,
+      perAddress: options.maxWaitingPerAddress ?? MAX_WAITING_PER_ADDRESS,
+      deadline: options.deadline ?? realDeadline,
+      expired: ({ socket, peer }) =>
+        this.#refuse(
+          socket,
+          peer,
+          `busy: it waited ${
+            WAITING_MS / 1000
+          } s for one of ${max} handshakes to end; connect again later`,
+          true,
+          true,
+        ),
+    });
     server.on("connection", (socket) => this.#accept(socket));
   }
 
@@ -165,10 +162,7 @@ export class WorkerServer {
   close(): Promise<void> {
     for (const socket of this.#handshakes) socket.destroy();
     this.#handshakes.clear();
-    for (const socket of [...this.#waiting.keys()]) {
-      this.#unwait(socket);
-      socket.destroy();
-    }
+    this.#waiting.close();
     this.#refusals.flush();
     this.#slots.clear();
     return new Promise((resolve) => this.#server.close(() => resolve()));
@@ -178,66 +172,21 @@ export class WorkerServer {
     const address = socket.remoteAddress ?? "?";
     const peer = `${address}:${socket.remotePort ?? "?"}`;
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
-    if (this.#handshakes.size < max || this.#waiting.size >= (this.#o.maxWaiting ?? MAX_WAITING)) {
+    if (this.#handshakes.size < max || this.#waiting.full) {
       return this.#handshake(socket, address, peer);
     }
-    const fromHere = this.#waitingFrom.get(address) ?? 0;
-    if (fromHere >= (this.#o.maxWaitingPerAddress ?? MAX_WAITING_PER_ADDRESS)) {
-      const why = `busy: ${fromHere} other connections from ${address} wait for a handshake`;
-      return this.#refuse(socket, peer, `${why}; connect again later`, true, true);
-    }
-    // Its hello waits in the kernel until a handshake ends (4,400 busy refusals, each a connect,
-    // an accept and an error frame, for 2,000 workers arriving at once; none now).
-    socket.pause();
-    socket.on("error", () => {}); // "close" follows
-    // A peer that leaves while it waits: Bun reports the close; under Deno a paused socket
-    // reports nothing, and the connection goes when its turn or its WAITING_MS comes.
-    const gone = () => this.#unwait(socket);
-    socket.once("close", gone);
-    const cancel = (this.#o.deadline ?? realDeadline)(WAITING_MS, () => {
-      if (this.#unwait(socket) === undefined) return; // its handshake started meanwhile
-      this.#refuse(
-        socket,
-        peer,
-        `busy: it waited ${
-          WAITING_MS / 1000
-        } s for one of ${max} handshakes to end; connect again later`,
-        true,
-        true,
-      );
-    });
-    this.#waiting.set(socket, {
-      address,
-      peer,
-      stop: () => {
-        cancel();
-        socket.off("close", gone);
-      },
-    });
-    this.#waitingFrom.set(address, fromHere + 1);
-  }
-
-  /** Take a connection out of the waiting room (undefined when it was not there). */
-  #unwait(socket: net.Socket): Waiting | undefined {
-    const waiting = this.#waiting.get(socket);
-    if (waiting === undefined) return undefined;
-    this.#waiting.delete(socket);
-    waiting.stop();
-    const left = (this.#waitingFrom.get(waiting.address) ?? 1) - 1;
-    if (left <= 0) this.#waitingFrom.delete(waiting.address);
-    else this.#waitingFrom.set(waiting.address, left);
-    return waiting;
+    const refusal = this.#waiting.enter(socket, address, peer);
+    if (refusal !== null) this.#refuse(socket, peer, `${refusal}; connect again later`, true, true);
   }
 
   /** Start the handshakes of waiting connections while there is room. */
   #admitWaiting(): void {
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
-    for (const socket of this.#waiting.keys()) {
-      if (this.#handshakes.size >= max) return;
-      const waiting = this.#unwait(socket)!;
-      if (socket.destroyed) continue;
-      this.#handshake(socket, waiting.address, waiting.peer);
-      socket.resume();
+    while (this.#handshakes.size < max) {
+      const next = this.#waiting.next();
+      if (next === undefined) return;
+      this.#handshake(next.socket, next.address, next.peer);
+      next.socket.resume();
     }
   }
 
