@@ -165,6 +165,13 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 10));
 }
 
+/** The server refuses `client` as busy and tells it to connect again, saying why. */
+async function toldToComeBack(client: Client, why: RegExp): Promise<void> {
+  const error = await client.frame("error");
+  assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
+  assert.match(errorText(error), why);
+}
+
 function errorText(frame: ToWorker | SessionFrame): string {
   assert.equal(frame.kind, "error");
   return frame.kind === "error" ? frame.message : "";
@@ -375,11 +382,8 @@ describe("worker server handshake", () => {
     const waiting = [new Client(rig.server.address.port), new Client(rig.server.address.port)];
     await Promise.all(waiting.map((c) => c.connected()));
     await settle();
-    const next = new Client(rig.server.address.port);
-    const error = await next.frame("error");
-    assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
-    assert.match(
-      errorText(error),
+    await toldToComeBack(
+      new Client(rig.server.address.port),
       /busy: 2 other connections from 127\.0\.0\.1 wait for a handshake; connect again later/,
     );
     // The holder's handshake ends: the oldest waiting one starts its own, and leaves the room.
@@ -399,11 +403,8 @@ describe("worker server handshake", () => {
     const holder = new Client(rig.server.address.port);
     await holder.connected();
     await settle();
-    const c = new Client(rig.server.address.port);
-    const error = await c.frame("error");
-    assert.ok(error.kind === "error" && error.retry === true, JSON.stringify(error));
-    assert.match(
-      errorText(error),
+    await toldToComeBack(
+      new Client(rig.server.address.port),
       /busy: 1 other connections are still in their handshake and 0 wait; connect again later/,
     );
     holder.socket.destroy();
