@@ -32,7 +32,8 @@ import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_s
 import { MAX_WAITING_PER_ADDRESS } from "../lib/remote/waiting_room.ts";
 import { runRemoteWorker } from "../lib/remote/remote_worker.ts";
 import { parseHostPort } from "../lib/remote/address.ts";
-import { socketChannel } from "../lib/execute/byte_channel.ts";
+import { connectionChannel } from "../lib/execute/byte_channel.ts";
+import { nodeConnection } from "../lib/runtime/tcp_node.ts";
 import { serveWorker } from "../lib/execute/worker_relay.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 
@@ -496,7 +497,7 @@ describe("a worker's side of the handshake", () => {
     const socket = net.connect({ host: "127.0.0.1", port });
     await new Promise<void>((r) => socket.once("connect", () => r()));
     const end = await serveWorker({
-      channel: socketChannel(socket),
+      channel: connectionChannel(nodeConnection(socket)),
       client: "test worker",
       auth: { secret: newSecret(), slot: SLOT },
       log: (m) => log.push(m),

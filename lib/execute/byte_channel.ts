@@ -3,7 +3,7 @@
  * process, or (in tests) an in-process pair. Frames (`protocol/frames.ts`) travel over it.
  */
 
-import type { Socket } from "node:net";
+import type { TcpConnection } from "../runtime/tcp.ts";
 
 export interface ByteChannel {
   write(bytes: Uint8Array): void;
@@ -15,34 +15,22 @@ export interface ByteChannel {
   close(): void;
 }
 
-/** A TCP (or Unix) socket as a channel, with Nagle's algorithm off: batches are latency-bound. */
-export function socketChannel(socket: Socket): ByteChannel {
-  socket.setNoDelay(true);
-  let closed = false;
-  const closeHandlers: ((reason: string) => void)[] = [];
-  let lastError = "";
-  const fire = (reason: string) => {
-    if (closed) return;
-    closed = true;
-    for (const h of closeHandlers) h(reason);
-  };
-  socket.on("error", (error: Error) => (lastError = error.message));
-  socket.on(
-    "close",
-    () => fire(lastError === "" ? "the connection closed" : `the connection failed: ${lastError}`),
-  );
+/** A TCP connection (`lib/runtime/tcp.ts`: a worker server's or a worker's) as a channel. */
+export function connectionChannel(connection: TcpConnection): ByteChannel {
   return {
     write(bytes) {
-      if (!closed) socket.write(bytes);
+      connection.write(bytes);
     },
     onData(handler) {
-      socket.on("data", (chunk: Uint8Array) => handler(chunk));
+      connection.setOnData(handler);
     },
     onClose(handler) {
-      closeHandlers.push(handler);
+      connection.onClose((failure) =>
+        handler(failure === null ? "the connection closed" : `the connection failed: ${failure}`)
+      );
     },
     close() {
-      socket.destroy();
+      connection.destroy();
     },
   };
 }

@@ -6,9 +6,9 @@
  * itself goes to stderr, which a launcher sends to the worker's log.
  */
 
-import * as net from "node:net";
 import process from "node:process";
-import { socketChannel } from "../execute/byte_channel.ts";
+import { connectionChannel } from "../execute/byte_channel.ts";
+import { connectTcp, type TcpConnection } from "../runtime/tcp.ts";
 import { type RelayEnd, serveWorker } from "../execute/worker_relay.ts";
 import { InputError } from "../errors.ts";
 import { versionLine } from "../version.ts";
@@ -53,7 +53,7 @@ export async function runRemoteWorker(options: RemoteWorkerOptions): Promise<Rel
     const socket = await connectWithRetry(address, options.log);
     options.log(`Connected to the scheduler at ${formatAddress(address)}`);
     const end = await serveWorker({
-      channel: socketChannel(socket),
+      channel: connectionChannel(socket),
       client: versionLine(),
       auth: auth.join === undefined ? { secret, slot } : auth,
       log: options.log,
@@ -70,12 +70,12 @@ export async function runRemoteWorker(options: RemoteWorkerOptions): Promise<Rel
 async function connectWithRetry(
   address: HostPort,
   log: (message: string) => void,
-): Promise<net.Socket> {
+): Promise<TcpConnection> {
   const deadline = Date.now() + CONNECT_PATIENCE_MS;
   let wait = 200;
   for (;;) {
     try {
-      return await connectOnce(address);
+      return await connectTcp({ host: address.host, port: address.port, timeoutMs: 10_000 });
     } catch (error) {
       if (Date.now() + wait > deadline) {
         throw new InputError(
@@ -91,23 +91,6 @@ async function connectWithRetry(
       wait = Math.min(2 * wait, 2000);
     }
   }
-}
-
-function connectOnce(address: HostPort): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect({ host: address.host, port: address.port });
-    const fail = (error: Error) => {
-      socket.destroy();
-      reject(error);
-    };
-    socket.once("error", fail);
-    socket.setTimeout(10_000, () => fail(new Error("timed out")));
-    socket.once("connect", () => {
-      socket.off("error", fail);
-      socket.setTimeout(0);
-      resolve(socket);
-    });
-  });
 }
 
 export function workerLog(message: string): void {

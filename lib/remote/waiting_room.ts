@@ -10,7 +10,7 @@
  * WAITING_MS comes.
  */
 
-import type * as net from "node:net";
+import type { TcpConnection } from "../runtime/tcp.ts";
 
 /** Connections that may wait for a handshake to end; more are refused. */
 export const MAX_WAITING = 16_384;
@@ -20,7 +20,7 @@ export const MAX_WAITING_PER_ADDRESS = 1024;
 export const WAITING_MS = 30_000;
 
 export interface WaitingConnection {
-  readonly socket: net.Socket;
+  readonly socket: TcpConnection;
   readonly address: string;
   readonly peer: string;
 }
@@ -41,7 +41,7 @@ interface Waiting extends WaitingConnection {
 
 export class WaitingRoom {
   readonly #o: WaitingRoomOptions;
-  readonly #waiting = new Map<net.Socket, Waiting>();
+  readonly #waiting = new Map<TcpConnection, Waiting>();
   readonly #from = new Map<string, number>();
 
   constructor(options: WaitingRoomOptions) {
@@ -57,22 +57,20 @@ export class WaitingRoom {
   }
 
   /** Let the connection wait; returns why it cannot (its address's share is taken), else null. */
-  enter(socket: net.Socket, address: string, peer: string): string | null {
+  enter(socket: TcpConnection, address: string, peer: string): string | null {
     const fromHere = this.#from.get(address) ?? 0;
     if (fromHere >= this.#o.perAddress) {
       return `busy: ${fromHere} other connections from ${address} wait for a handshake`;
     }
     socket.pause();
-    socket.on("error", () => {}); // "close" follows
-    const gone = () => this.#leave(socket);
-    socket.once("close", gone);
+    const stopWatching = socket.onClose(() => this.#leave(socket));
     const cancel = this.#o.deadline(WAITING_MS, () => {
       const waiting = this.#leave(socket);
       if (waiting !== undefined) this.#o.expired(waiting);
     });
     const stop = () => {
       cancel();
-      socket.off("close", gone);
+      stopWatching();
     };
     this.#waiting.set(socket, { socket, address, peer, stop });
     this.#from.set(address, fromHere + 1);
@@ -83,7 +81,7 @@ export class WaitingRoom {
   next(): WaitingConnection | undefined {
     for (const socket of this.#waiting.keys()) {
       const waiting = this.#leave(socket)!;
-      if (!socket.destroyed) return waiting;
+      if (!socket.closed) return waiting;
     }
     return undefined;
   }
@@ -97,7 +95,7 @@ export class WaitingRoom {
   }
 
   /** Take a connection out of the room; undefined when it was not there. */
-  #leave(socket: net.Socket): Waiting | undefined {
+  #leave(socket: TcpConnection): Waiting | undefined {
     const waiting = this.#waiting.get(socket);
     if (waiting === undefined) return undefined;
     this.#waiting.delete(socket);

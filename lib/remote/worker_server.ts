@@ -12,12 +12,14 @@
  * touching the run. An admitted connection is handed to the executor that waits
  * on its slot. The listener asks the kernel for an accept queue of FLEET_BACKLOG
  * (lib/runtime/accept_queue.ts): with the 512 Bun asks for, most of 2,000 workers connecting at
- * once were dropped by the kernel and waited 1 s or more for TCP to try again.
+ * once were dropped by the kernel and waited 1 s or more for TCP to try again. Connections are
+ * the runtime's own where it has them (lib/runtime/tcp.ts): under Bun, `node:net` cost three
+ * times the CPU per worker admitted.
  */
 
-import * as net from "node:net";
-import { type ByteChannel, socketChannel } from "../execute/byte_channel.ts";
+import { type ByteChannel, connectionChannel } from "../execute/byte_channel.ts";
 import { FLEET_BACKLOG, widenAcceptQueue } from "../runtime/accept_queue.ts";
+import { listenTcp, type TcpConnection, type TcpListener } from "../runtime/tcp.ts";
 import {
   encodeFrame,
   type FrameDecoder,
@@ -77,19 +79,21 @@ const realDeadline = (ms: number, expire: () => void): () => void => {
 
 export class WorkerServer {
   readonly #o: WorkerServerOptions;
-  readonly #server: net.Server;
+  readonly #listener: TcpListener;
   readonly #slots = new Map<string, SlotClaim>();
-  readonly #handshakes = new Set<net.Socket>();
+  readonly #handshakes = new Set<TcpConnection>();
   readonly #perAddress = new Map<string, number>();
   /** Connections over the handshake cap, accepted and not read, oldest first. */
   readonly #waiting: WaitingRoom;
   readonly #refusals: RateLimitedLog;
   #refused = 0;
+  /** Connections the server drops as it closes are not refusals. */
+  #closing = false;
   #joiners: JoinHandler | null = null;
 
-  private constructor(options: WorkerServerOptions, server: net.Server) {
+  private constructor(options: WorkerServerOptions, listener: TcpListener) {
     this.#o = options;
-    this.#server = server;
+    this.#listener = listener;
     this.#refusals = new RateLimitedLog(options.log, "refused worker connections");
     const max = options.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
     this.#waiting = new WaitingRoom({
@@ -107,38 +111,32 @@ export class WorkerServer {
           true,
         ),
     });
-    server.on("connection", (socket) => this.#accept(socket));
   }
 
   /** Listen where told; refuses (InputError-worthy message) when the address cannot be used. */
-  static start(options: WorkerServerOptions): Promise<WorkerServer> {
-    return new Promise((resolve, reject) => {
-      const server = net.createServer();
-      const onError = (error: Error) => reject(error);
-      server.once("error", onError);
-      server.listen(
-        { port: options.listen.port, host: options.listen.host, backlog: FLEET_BACKLOG },
-        async () => {
-          server.off("error", onError);
-          server.on("error", (error) => options.log(`The worker server failed: ${error.message}`));
-          const a = server.address();
-          const why = a === null || typeof a === "string"
-            ? null
-            : await widenAcceptQueue(a.port, FLEET_BACKLOG);
-          if (why !== null) {
-            options.log(`The worker server keeps the runtime's accept queue: ${why}`);
-          }
-          resolve(new WorkerServer(options, server));
-        },
-      );
+  static async start(options: WorkerServerOptions): Promise<WorkerServer> {
+    let server: WorkerServer | null = null;
+    const early: TcpConnection[] = []; // before the server exists (a fixed port is known)
+    const listener = await listenTcp({
+      host: options.listen.host,
+      port: options.listen.port,
+      backlog: FLEET_BACKLOG,
+      onConnection: (connection) =>
+        server === null ? early.push(connection) : server.#accept(connection),
+      onError: (error) => options.log(`The worker server failed: ${error.message}`),
     });
+    const why = await widenAcceptQueue(listener.address.port, FLEET_BACKLOG);
+    if (why !== null) {
+      options.log(`The worker server keeps the runtime's accept queue: ${why}`);
+    }
+    server = new WorkerServer(options, listener);
+    for (const connection of early) server.#accept(connection);
+    return server;
   }
 
   /** The address actually bound (the port the system chose for port 0). */
   get address(): HostPort {
-    const a = this.#server.address();
-    if (a === null || typeof a === "string") throw new Error("The worker server is not bound");
-    return { host: a.address, port: a.port };
+    return this.#listener.address;
   }
 
   /** Connections refused so far (wrong secret, garbage, too slow, ...). */
@@ -160,15 +158,16 @@ export class WorkerServer {
   }
 
   close(): Promise<void> {
-    for (const socket of this.#handshakes) socket.destroy();
+    this.#closing = true;
+    for (const connection of [...this.#handshakes]) connection.destroy();
     this.#handshakes.clear();
     this.#waiting.close();
     this.#refusals.flush();
     this.#slots.clear();
-    return new Promise((resolve) => this.#server.close(() => resolve()));
+    return this.#listener.close();
   }
 
-  #accept(socket: net.Socket): void {
+  #accept(socket: TcpConnection): void {
     const address = socket.remoteAddress ?? "?";
     const peer = `${address}:${socket.remotePort ?? "?"}`;
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
@@ -190,7 +189,7 @@ export class WorkerServer {
     }
   }
 
-  #handshake(socket: net.Socket, address: string, peer: string): void {
+  #handshake(socket: TcpConnection, address: string, peer: string): void {
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
     const fromHere = this.#perAddress.get(address) ?? 0;
     if (this.#handshakes.size >= max || fromHere >= MAX_HANDSHAKES_PER_ADDRESS) {
@@ -200,7 +199,6 @@ export class WorkerServer {
       this.#refuse(socket, peer, `${why}; connect again later`, true, true);
       return;
     }
-    socket.setNoDelay(true);
     this.#handshakes.add(socket);
     this.#perAddress.set(address, fromHere + 1);
     // The address's count is of handshakes: it drops when this one ends, however it ends. Were it
@@ -210,12 +208,12 @@ export class WorkerServer {
     const handshakeOver = () => {
       if (!counted) return;
       counted = false;
-      socket.off("close", handshakeOver);
+      stopWatching();
       const left = (this.#perAddress.get(address) ?? 1) - 1;
       if (left <= 0) this.#perAddress.delete(address);
       else this.#perAddress.set(address, left);
     };
-    socket.once("close", handshakeOver);
+    const stopWatching = socket.onClose(handshakeOver);
     const ms = this.#o.handshakeMs ?? DEFAULT_HANDSHAKE_MS;
     new Handshake(socket, this.#o.secret, ms, this.#o.deadline ?? realDeadline, {
       admitted: (hello) => {
@@ -229,7 +227,7 @@ export class WorkerServer {
     });
   }
 
-  #admit(socket: net.Socket, peer: string, hello: HelloMessage): void {
+  #admit(socket: TcpConnection, peer: string, hello: HelloMessage): void {
     this.#handshakes.delete(socket);
     this.#admitWaiting();
     if (hello.slot === undefined && hello.join !== undefined) {
@@ -249,36 +247,36 @@ export class WorkerServer {
       return;
     }
     this.#slots.delete(slot);
-    if (!claim(socketChannel(socket), hello)) {
+    if (!claim(connectionChannel(socket), hello)) {
       this.#refuse(socket, peer, `the worker for slot ${slot} is no longer wanted`, true);
     }
   }
 
-  #join(socket: net.Socket, peer: string, hello: HelloMessage): void {
+  #join(socket: TcpConnection, peer: string, hello: HelloMessage): void {
     const who = `worker ${hello.host}:${hello.pid} joining by hand`;
     const answer: JoinAnswer = this.#joiners?.(hello) ??
       { refusal: "this run takes no workers joining by hand", later: false };
     if ("refusal" in answer) {
       return this.#refuse(socket, peer, `${who}: ${answer.refusal}`, true, false, answer.later);
     }
-    if (!answer.claim(socketChannel(socket), hello)) {
+    if (!answer.claim(connectionChannel(socket), hello)) {
       this.#refuse(socket, peer, `${who}: its place was taken; try again later`, true, false, true);
     }
   }
 
   #refuse(
-    socket: net.Socket,
+    socket: TcpConnection,
     peer: string,
     why: string,
     tell: boolean,
     retry = false,
     later = false,
   ): void {
+    if (this.#closing) return socket.destroy();
     if (this.#handshakes.delete(socket)) this.#admitWaiting();
     this.#refused++;
     this.#refusals.line(`Refused a worker connection from ${peer}: ${why}`);
-    if (tell && !socket.destroyed) {
-      socket.on("error", () => {}); // a peer gone already: nothing to tell
+    if (tell && !socket.closed) {
       socket.end(
         encodeFrame({
           kind: "error",
@@ -304,7 +302,8 @@ interface HandshakeEnd {
  * frames, a wrong proof or the deadline passing refuses the connection.
  */
 class Handshake {
-  readonly #socket: net.Socket;
+  readonly #socket: TcpConnection;
+  readonly #stopWatching: () => void;
   readonly #secret: string;
   readonly #end: HandshakeEnd;
   readonly #decoder: FrameDecoder<FromWorker | SessionFrame> = schedulerSideDecoder(
@@ -314,12 +313,11 @@ class Handshake {
   readonly #nonce = newNonce();
   readonly #cancelDeadline: () => void;
   readonly #onData = (chunk: Uint8Array) => this.#data(chunk);
-  readonly #onClose = () => this.#finish(null, "it closed the connection during the handshake");
   #hello: HelloMessage | null = null;
   #done = false;
 
   constructor(
-    socket: net.Socket,
+    socket: TcpConnection,
     secret: string,
     ms: number,
     deadline: (ms: number, expire: () => void) => () => void,
@@ -339,9 +337,10 @@ class Handshake {
       whole();
       hello();
     };
-    socket.on("data", this.#onData);
-    socket.on("close", this.#onClose);
-    socket.on("error", () => {}); // "close" follows and refuses
+    this.#stopWatching = socket.onClose(() =>
+      this.#finish(null, "it closed the connection during the handshake")
+    );
+    socket.setOnData(this.#onData);
   }
 
   #data(chunk: Uint8Array): void {
@@ -404,8 +403,8 @@ class Handshake {
     if (this.#done) return;
     this.#done = true;
     this.#cancelDeadline();
-    this.#socket.off("data", this.#onData);
-    this.#socket.off("close", this.#onClose);
+    this.#socket.setOnData(null);
+    this.#stopWatching();
     if (hello !== null) this.#end.admitted(hello);
     else this.#end.refused(why, tell);
   }
