@@ -108,6 +108,7 @@ export class Dispatcher {
     if (position < 0) return true;
     const batch = executor.batchBuffer(limit);
     const now = this.#clock.now();
+    executor.inFlight.reserve(limit);
     let count = 0;
     while (position >= 0) {
       const attempt = this.#scheduler.attemptOf(t, position);
