@@ -157,7 +157,7 @@ describe("worker protocol frames", () => {
     const decoder = schedulerSideDecoder(undefined, 1024);
     const many = Array.from({ length: 50 }, () => frames).flat();
     assert.equal(feed(decoder, many, 1_000_000).length, many.length);
-    assert.equal(decoder.capacity, 1024);
+    assert.equal(decoder.capacity, 0);
     // A frame cut by a chunk's end is kept until it is whole, then its room is given back.
     const big = encodeFrame({
       kind: "results",
@@ -172,6 +172,9 @@ describe("worker protocol frames", () => {
     assert.equal(cut.length, 3);
     assert.equal(cut[1]!.kind, "results");
     assert.equal(decoder.buffered, 0);
+    assert.equal(decoder.capacity, 0);
+    // A small frame cut by a chunk's end takes the starting room, and keeps it.
+    assert.equal(feed(decoder, [frames[0]!], 3).length, 1);
     assert.equal(decoder.capacity, 1024);
   });
 

@@ -26,6 +26,8 @@ import type { HelloMessage, PythonInit } from "./protocol/messages.ts";
 /** How a launched remote worker is doing before (and while) it is connected. */
 /** A session's frame decoder starts this small (a results frame of 512 no-op blocks is 12 KiB). */
 const SESSION_BUFFER_BYTES = 16 * 1024;
+/** The batch every stream executor fills and sends (`batchBuffer`). */
+let sharedBatch = new Float64Array(256);
 
 export interface LaunchHandle {
   /** Names it in messages, e.g. "SLURM job 1234" or "process 4242". */
@@ -82,7 +84,6 @@ export class StreamExecutor implements Executor {
   #decoder: FrameDecoder<FromWorker | SessionFrame> | null = null;
   readonly #watch: RunningBlockWatch;
   readonly #leaseMs: number;
-  #batch = new Float64Array(256);
   #lastHeard: number;
   #recalling = false;
   /** Records received so far: identifies the running block (the oldest held) between results. */
@@ -142,9 +143,10 @@ export class StreamExecutor implements Executor {
   }
 
   batchBuffer(pairs: number): Float64Array {
-    // The frame encoder copies the batch, so one buffer serves every batch.
-    if (this.#batch.length < 2 * pairs) this.#batch = new Float64Array(2 * pairs);
-    return this.#batch;
+    // The frame encoder copies the batch before the next is filled, so one buffer serves every
+    // executor's batches: 2,000 workers allocated and zeroed 2,000 of them.
+    if (sharedBatch.length < 2 * pairs) sharedBatch = new Float64Array(2 * pairs);
+    return sharedBatch;
   }
 
   send(batch: Float64Array, count: number): void {
