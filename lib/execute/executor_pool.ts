@@ -308,10 +308,15 @@ export class ExecutorPool {
       // asked to hand them back and has not answered yet (they come back ready for them).
       if (this.#o.fills.heavy(t) > 0 || this.#recalled.of(t) > 0) return;
       if (this.#o.fills.readyIdle(t) === 0) return;
+      // The idle ones are those the dispatcher left wanting. Walking every executor instead, on
+      // each pump of a tail where thousands of workers idle one after another, was quadratic.
+      const idle = (e: Executor) => e.inFlight.size === 0 && e.state === "ready";
+      for (const executor of this.#o.fills.hungry(t)) {
+        if (idle(executor)) this.#retire(executor, "clean");
+      }
+      if (this.#o.fills.readyIdle(t) === 0) return;
       for (const executor of [...task.executors]) {
-        if (executor.inFlight.size === 0 && executor.state === "ready") {
-          this.#retire(executor, "clean");
-        }
+        if (idle(executor)) this.#retire(executor, "clean");
       }
     });
   }

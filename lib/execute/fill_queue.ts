@@ -81,6 +81,14 @@ export class FillQueue {
     return this.idle(task) - this.#startingNear[task]!.size;
   }
 
+  /**
+   * Executors of `task` the dispatcher left wanting (the task had too few blocks for them): in
+   * a run's tail, its idle executors. A copy: the caller may retire them.
+   */
+  hungry(task: number): Executor[] {
+    return [...this.#hungry[task]!];
+  }
+
   /** Executors of `task` holding more than two blocks (some an idle sibling could take). */
   heavy(task: number): number {
     return this.#tallies[task]!.heavy;

@@ -103,6 +103,8 @@ export class RemoteWorkers {
   readonly #python: (PythonInit | null)[];
   /** Per task: what its worker processes get on top of the inherited environment. */
   readonly #environments: WorkerEnvironment[];
+  /** Per task: its workers' command, made at its first launch (the same for every worker). */
+  readonly #argv: (readonly string[] | undefined)[] = [];
   /** Tasks with `launch: "manual"`: their places for workers joining by hand. */
   readonly #joiners: Joiners;
   /** The secret's file for joiners (removed on close), or null. */
@@ -240,7 +242,11 @@ export class RemoteWorkers {
     const handle = launcher.launch({
       taskId: spec.config.id,
       workerId: spec.id,
-      argv: workerArgv(spec.config, formatAddress(this.#connect), this.#pythonClient),
+      argv: this.#argv[spec.task] ??= workerArgv(
+        spec.config,
+        formatAddress(this.#connect),
+        this.#pythonClient,
+      ),
       env,
       logDir: this.#o.logDir,
     });
