@@ -7,10 +7,11 @@
  * scheduler that could not prove itself.
  */
 
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import * as fs from "node:fs";
 import { errorCode, InputError } from "../errors.ts";
+import { hmacSha256Hex } from "../runtime/hmac.ts";
 
 export const SECRET_ENV = "BLOCKWISE_SECRET";
 export const SECRET_FILE_ENV = "BLOCKWISE_SECRET_FILE";
@@ -31,11 +32,15 @@ export function isNonce(text: string): boolean {
   return NONCE_HEX.test(text);
 }
 
+/** The secret's bytes, kept for the secret used last (a run has one). */
+let key: { readonly secret: string; readonly bytes: Uint8Array } | null = null;
+
 function mac(secret: string, parts: readonly string[]): string {
-  const h = createHmac("sha256", Buffer.from(secret, "hex"));
+  if (key?.secret !== secret) key = { secret, bytes: Buffer.from(secret, "hex") };
   // Lengths first, so that no two different part lists hash the same bytes.
-  for (const p of parts) h.update(`${p.length}:${p};`);
-  return h.digest("hex");
+  let text = "";
+  for (const p of parts) text += `${p.length}:${p};`;
+  return hmacSha256Hex(key.bytes, text);
 }
 
 /** What the scheduler sends to prove it knows the secret (answers the worker's nonce). */
