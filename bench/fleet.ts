@@ -29,11 +29,12 @@
  *   - the scheduler's peak resident size over the cases of a size: budget < 1 GB.
  * Exits 1 when a budget is missed.
  *
- *   bun bench/fleet.ts [--workers 2000] [--blocks N] [--quick] [--sims 4] [--seconds 10]
+ *   bun bench/fleet.ts [--workers 2000] [--blocks N] [--quick] [--sims N] [--seconds 10]
  *   deno run -A bench/fleet.ts [same options]
  *
  * --seconds: how long a timed case would last with every worker always busy (its blocks are
- * workers x seconds / block time); --sims: simulator processes; --per-node: workers per
+ * workers x seconds / block time); --sims: simulator processes (default: one per core, at
+ * least 2); --per-node: workers per
  * simulated node (0: all from 127.0.0.1); --quick: 200 workers (and 20), 200,000 blocks, 2 s.
  */
 
@@ -336,7 +337,10 @@ async function drive(): Promise<void> {
   const workers = option("--workers", quick ? 200 : 2000);
   const blocks = option("--blocks", quick ? 200_000 : 2_000_000);
   const seconds = option("--seconds", quick ? 2 : 10);
-  const sims = option("--sims", 4);
+  // One simulator per core: more only switch contexts on the cores the scheduler needs (four
+  // on two cores took the 2,000-worker no-op run 0.65 s against 0.59 s with two; the 2-worker
+  // reference, two processes either way, the same).
+  const sims = option("--sims", Math.max(2, os.cpus().length));
   const perNode = option("--per-node", 32);
   const sizes = [Math.max(2, Math.round(workers / 10)), workers, workers * 10];
   const spec = (w: number, blockMs: number): CaseSpec => ({

@@ -48,12 +48,14 @@ export interface SimReport {
   readonly busy: readonly number[];
   /** Blocks finished per bucket, from `bucketsFrom`. */
   readonly finished: readonly number[];
+  /** When each of its workers was admitted (it got init; epoch ms): told after the run, so
+   * that the scheduler's process does not read a line per worker while it runs. */
+  readonly upAt: readonly number[];
 }
 
 /** Simulator -> driver, one JSON object per line. */
 export type SimEvent =
   | { readonly ev: "alive" }
-  | { readonly ev: "up"; readonly id: number; readonly t: number }
   | { readonly ev: "end"; readonly id: number; readonly reason: string; readonly stopped: boolean }
   | SimReport;
 
@@ -234,9 +236,6 @@ export class FleetLauncher implements Launcher {
 
   #event(e: SimEvent): void {
     switch (e.ev) {
-      case "up":
-        this.upAt.push(e.t);
-        return;
       case "end": {
         this.#launches.get(e.id)?.ended(e.reason);
         const key = e.stopped ? "stopped" : e.reason;
@@ -245,6 +244,7 @@ export class FleetLauncher implements Launcher {
       }
       case "report":
         this.#reports.push(e);
+        this.upAt.push(...e.upAt);
         if (this.#reports.length === this.#sims.length) this.#reported?.();
         return;
       case "alive":

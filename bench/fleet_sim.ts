@@ -1,6 +1,7 @@
 /**
  * One process of the simulated fleet of `bench/fleet.ts`: it holds many remote workers, each a
- * TCP connection to the run that speaks the real protocol with the real codec
+ * TCP connection to the run (`lib/runtime/tcp.ts`, as `blockwise worker` connects) that speaks
+ * the real protocol with the real codec
  * (`lib/execute/protocol/frames.ts`) and the real proofs (`lib/remote/auth.ts`): hello,
  * challenge checked, auth, init, ready, heartbeats every second from init, blocks run in the
  * order sent, results flushed as `workers/block_worker.ts` flushes them (when its queue runs
@@ -19,7 +20,7 @@
 
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
-import * as net from "node:net";
+import { connectTcp, type TcpConnection } from "../lib/runtime/tcp.ts";
 import process from "node:process";
 import {
   encodeFrame,
@@ -70,6 +71,8 @@ const simStart = epoch();
 
 let blocksRun = 0;
 let lastBlockEnd = 0;
+/** When each worker got init (epoch ms), for the report. */
+const upAt: number[] = [];
 let lateMs = 0;
 let busyRetries = 0;
 let connectRetries = 0;
@@ -143,6 +146,7 @@ function pipelineProblem(init: InitMessage): string | null {
 // ---- one simulated worker --------------------------------------------------------------------
 
 const workers = new Map<number, SimWorker>();
+const NO_RECORDS = new Float64Array(0);
 
 class SimWorker {
   readonly #id: number;
@@ -151,8 +155,8 @@ class SimWorker {
   readonly #secret: string;
   readonly #slot: string;
   readonly #connect: { host: string; port: number };
-  #socket: net.Socket | null = null;
-  #nonce = newNonce();
+  #socket: TcpConnection | null = null;
+  #nonce = ""; // each session's own, made when it starts
   #admitted = false;
   #serving = false;
   #retry = false;
@@ -165,8 +169,8 @@ class SimWorker {
   #queue = new Float64Array(2 * 64);
   #head = 0;
   #size = 0;
-  // Results not reported yet.
-  readonly #records = new Float64Array(RESULT_RECORDS * RECORD_STRIDE_PLAIN);
+  // Results not reported yet: made for the first block (most of a big fleet may never run one).
+  #records = NO_RECORDS;
   #recordCount = 0;
   #firstUnflushedAt = 0;
   #lastFlushAt = 0;
@@ -205,15 +209,15 @@ class SimWorker {
 
   #connectOnce(deadline: number, wait: number): void {
     if (this.#ended) return;
-    const socket = net.connect({
+    connectTcp({
       host: this.#connect.host,
       port: this.#connect.port,
       ...(this.#localAddress === undefined ? {} : { localAddress: this.#localAddress }),
-    });
-    let connected = false;
-    socket.once("error", (error: Error) => {
-      if (connected) return;
-      socket.destroy();
+      timeoutMs: 10_000,
+    }).then((socket) => {
+      if (this.#ended) socket.destroy();
+      else this.#session(socket);
+    }, (error: Error) => {
       if (Date.now() + wait > deadline) {
         this.#end(`cannot connect: ${error.message}`);
         return;
@@ -221,22 +225,16 @@ class SimWorker {
       connectRetries++;
       setTimeout(() => this.#connectOnce(deadline, Math.min(2 * wait, 2000)), wait);
     });
-    socket.once("connect", () => {
-      connected = true;
-      socket.setNoDelay(true);
-      socket.on("error", () => {}); // "close" follows
-      this.#session(socket);
-    });
   }
 
-  #session(socket: net.Socket): void {
+  #session(socket: TcpConnection): void {
     this.#socket = socket;
     // 16 KiB, growing as frames need: hundreds of decoders share this process.
     const decoder = workerSideDecoder(undefined, SESSION_DECODER_BYTES);
     this.#nonce = newNonce();
     this.#admitted = false;
     this.#retry = false;
-    socket.on("data", (chunk: Uint8Array) => {
+    socket.setOnData((chunk: Uint8Array) => {
       if (this.#socket !== socket) return;
       let messages: (ToWorker | SessionFrame)[];
       try {
@@ -247,7 +245,7 @@ class SimWorker {
       }
       for (const m of messages) if (this.#socket === socket) this.#receive(m);
     });
-    socket.on("close", () => {
+    socket.onClose(() => {
       if (this.#socket === socket) this.#closed();
     });
     this.#write({
@@ -333,7 +331,7 @@ class SimWorker {
       return;
     }
     this.#serving = true;
-    emit({ ev: "up", id: this.#id, t: epoch() });
+    upAt.push(epoch());
     // Jittered so that a process's heartbeats do not all fall in one turn.
     const first = Math.random() * HEARTBEAT_MS;
     setTimeout(() => {
@@ -378,6 +376,9 @@ class SimWorker {
   }
 
   #record(position: number, seconds: number, now: number): void {
+    if (this.#records === NO_RECORDS) {
+      this.#records = new Float64Array(RESULT_RECORDS * RECORD_STRIDE_PLAIN);
+    }
     const at = this.#recordCount * RECORD_STRIDE_PLAIN;
     this.#records[at] = position;
     this.#records[at + 1] = STATUS_DONE;
@@ -477,7 +478,7 @@ class SimWorker {
   }
 
   #write(message: FromWorker | SessionFrame): void {
-    if (this.#socket !== null && !this.#socket.destroyed) this.#socket.write(encodeFrame(message));
+    if (this.#socket !== null && !this.#socket.closed) this.#socket.write(encodeFrame(message));
   }
 
   #refuse(why: string): void {
@@ -518,6 +519,7 @@ function report(): SimReport {
     bucketsFrom: first < 0 ? simStart : simStart + first * BUCKET_MS,
     busy: cut(busy),
     finished: cut(finished),
+    upAt,
   };
 }
 
@@ -557,4 +559,6 @@ process.stdin.on("data", (chunk: Uint8Array | string) => {
 });
 // The driver gone: nothing left to simulate for.
 process.stdin.on("end", () => process.exit(0));
+// Nonces and proofs load their modules on first use: here, not in the first handshake.
+workerProof(newNonce(), newNonce(), newNonce(), "warm-up");
 process.stdout.write(JSON.stringify({ ev: "alive" } satisfies SimEvent) + "\n");
