@@ -68,6 +68,13 @@ async function listener(adapter: Adapter) {
   return { server, port: server.address.port, take };
 }
 
+/** A connection from a client of `adapter` to its listener: both ends. */
+async function pair(adapter: Adapter) {
+  const { server, port, take } = await listener(adapter);
+  const client = await adapter.connect({ host: "127.0.0.1", port, timeoutMs: 5000 });
+  return { server, client, peer: await take() };
+}
+
 /** Everything the peer sends until it closes, and how it closed. */
 function collect(c: TcpConnection): Promise<{ bytes: Uint8Array; failure: string | null }> {
   const chunks: Uint8Array[] = [];
@@ -90,10 +97,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 for (const adapter of ADAPTERS) {
   describe(`TCP connections through ${adapter.name}`, () => {
     it("sends every byte in order when the kernel's buffer is full, and end() sends them all before closing", async () => {
-      const { server, port, take } = await listener(adapter);
-      const client = await adapter.connect({ host: "127.0.0.1", port, timeoutMs: 5000 });
+      const { server, client, peer } = await pair(adapter);
       const received = collect(client);
-      const peer = await take();
       // 16 chunks of 4 MB, chunk i filled with i: a lost, repeated or reordered part shows.
       for (let i = 0; i < 16; i++) peer.write(new Uint8Array(4 * MB).fill(i));
       peer.end(new Uint8Array([255]));
@@ -109,10 +114,8 @@ for (const adapter of ADAPTERS) {
     });
 
     it("destroy closes at once, drops what is still queued, and tells the close once", async () => {
-      const { server, port, take } = await listener(adapter);
-      const client = await adapter.connect({ host: "127.0.0.1", port, timeoutMs: 5000 });
+      const { server, client, peer } = await pair(adapter);
       const received = collect(client);
-      const peer = await take();
       const closes: (string | null)[] = [];
       peer.onClose((failure) => closes.push(failure));
       for (let i = 0; i < 16; i++) peer.write(new Uint8Array(4 * MB));
@@ -128,9 +131,7 @@ for (const adapter of ADAPTERS) {
     });
 
     it("holds chunks that arrive while the connection has no data handler, for the next one", async () => {
-      const { server, port, take } = await listener(adapter);
-      const client = await adapter.connect({ host: "127.0.0.1", port, timeoutMs: 5000 });
-      const peer = await take();
+      const { server, client, peer } = await pair(adapter);
       client.write(new TextEncoder().encode("hello"));
       await sleep(50); // arrived, with nobody to read it
       const got: string[] = [];
@@ -150,9 +151,7 @@ for (const adapter of ADAPTERS) {
     });
 
     it("pause leaves the peer's bytes unread until resume", async () => {
-      const { server, port, take } = await listener(adapter);
-      const client = await adapter.connect({ host: "127.0.0.1", port, timeoutMs: 5000 });
-      const peer = await take();
+      const { server, client, peer } = await pair(adapter);
       peer.pause();
       const got: string[] = [];
       peer.setOnData((chunk) => got.push(new TextDecoder().decode(chunk)));
@@ -167,9 +166,7 @@ for (const adapter of ADAPTERS) {
     });
 
     it("tells a close to a handler added after it, soon and once, and a handler removed never", async () => {
-      const { server, port, take } = await listener(adapter);
-      const client = await adapter.connect({ host: "127.0.0.1", port, timeoutMs: 5000 });
-      const peer = await take();
+      const { server, client, peer } = await pair(adapter);
       const removed: (string | null)[] = [];
       const stop = peer.onClose((f) => removed.push(f));
       stop();
