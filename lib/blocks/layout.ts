@@ -18,7 +18,10 @@ import {
   type Roi,
   roiToString,
 } from "../geometry/mod.ts";
+import { LevelCursor, type PositionCursor } from "./position_cursor.ts";
 import { type BlockId, cantorNumber, cantorNumberBig, numberIdsAreExact } from "./block_id.ts";
+
+const EMPTY_CURSOR: PositionCursor = { next: () => -1 };
 
 export type Fit = "valid" | "overhang" | "shrink";
 export const FITS: readonly Fit[] = ["valid", "overhang", "shrink"];
@@ -235,7 +238,13 @@ export class TaskLayout {
 
   /** Positions of one level, in daisy's dispatch order (row-major within the level). */
   *levelPositions(level: number): Generator<number> {
-    if (this.blockCount === 0) return;
+    const cursor = this.levelCursor(level);
+    for (let p = cursor.next(); p >= 0; p = cursor.next()) yield p;
+  }
+
+  /** The same positions as `levelPositions`, through a cursor (no object per position). */
+  levelCursor(level: number): PositionCursor {
+    if (this.blockCount === 0) return EMPTY_CURSOR;
     const productIndex = this.levelCount - 1 - level;
     const start: number[] = [];
     let rest = productIndex;
@@ -244,19 +253,7 @@ export class TaskLayout {
       start.push(Math.floor(rest / s));
       rest %= s;
     }
-    if (start.some((k, d) => k >= this.gridShape[d]!)) return;
-    const c = [...start];
-    const dims = this.dims;
-    while (true) {
-      yield this.positionOf(c);
-      let d = dims - 1;
-      for (; d >= 0; d--) {
-        c[d]! += this.levelPeriod[d]!;
-        if (c[d]! < this.gridShape[d]!) break;
-        c[d] = start[d]!;
-      }
-      if (d < 0) return;
-    }
+    return new LevelCursor(start, this.levelPeriod, this.gridShape, this.gridStrides);
   }
 
   /** Every position, level by level: daisy's enumeration order. */

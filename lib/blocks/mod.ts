@@ -1,2 +1,3 @@
 export * from "./block_id.ts";
 export * from "./layout.ts";
+export * from "./position_cursor.ts";

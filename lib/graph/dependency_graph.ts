@@ -5,7 +5,13 @@
  * layouts in O(neighbours), so a million-block pipeline costs no memory until it runs.
  */
 
-import { type BlockId, compareBlockIds, type TaskLayout } from "../blocks/mod.ts";
+import {
+  type BlockId,
+  compareBlockIds,
+  cursorOf,
+  type PositionCursor,
+  type TaskLayout,
+} from "../blocks/mod.ts";
 import {
   boxSize,
   collectBox,
@@ -294,6 +300,15 @@ export class DependencyGraph {
     for (const p of layout.levelPositions(0)) {
       if (!blocked.has(p) && !this.#touchesAny(task, p, plain)) yield p;
     }
+  }
+
+  /**
+   * `initialPositions` through a cursor: a root task's level 0 directly, the rest through the
+   * generator (their filtering costs more than the generator does).
+   */
+  initialCursor(task: number): PositionCursor {
+    if (!this.#exceptions.has(task) && this.isRoot(task)) return this.layouts[task]!.levelCursor(0);
+    return cursorOf(this.initialPositions(task));
   }
 
   initialCount(task: number): number {

@@ -14,10 +14,12 @@
  * disk 0.8 points lower, in two runs of 10 pairs each).
  */
 
+import { cursorOf, type PositionCursor } from "../blocks/mod.ts";
+
 export const RING_FIRST = 1 << 16;
 
 export class ReadyQueue {
-  #initial: Iterator<number> | null;
+  #initial: PositionCursor | null;
   /** Initial positions the iterator has not produced yet. */
   #initialLeft: number;
   #buffer: Float64Array;
@@ -28,9 +30,17 @@ export class ReadyQueue {
   #lookahead = -1;
 
   /** `initial` yields exactly `initialCount` positions (in ascending order when `byPosition`). */
-  constructor(initial: Iterable<number> | null, initialCount = 0, byPosition = false) {
+  constructor(
+    initial: PositionCursor | Iterable<number> | null,
+    initialCount = 0,
+    byPosition = false,
+  ) {
     this.#byPosition = byPosition;
-    this.#initial = initial === null ? null : initial[Symbol.iterator]();
+    this.#initial = initial === null
+      ? null
+      : Symbol.iterator in initial
+      ? cursorOf(initial)
+      : initial;
     this.#initialLeft = initial === null ? 0 : initialCount;
     this.#buffer = new Float64Array(64);
   }
@@ -45,9 +55,9 @@ export class ReadyQueue {
     if (this.#byPosition) return this.#shiftLowest();
     if (this.#initial !== null && this.#size < RING_FIRST) {
       const next = this.#initial.next();
-      if (!next.done) {
+      if (next >= 0) {
         this.#initialLeft--;
-        return next.value;
+        return next;
       }
       this.#initial = null;
       this.#initialLeft = 0;
@@ -81,11 +91,11 @@ export class ReadyQueue {
   #shiftLowest(): number {
     if (this.#lookahead < 0 && this.#initial !== null) {
       const next = this.#initial.next();
-      if (next.done) {
+      if (next < 0) {
         this.#initial = null;
         this.#initialLeft = 0;
       } else {
-        this.#lookahead = next.value;
+        this.#lookahead = next;
       }
     }
     if (this.#lookahead >= 0 && (this.#size === 0 || this.#lookahead < this.#buffer[0]!)) {

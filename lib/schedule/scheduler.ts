@@ -94,7 +94,7 @@ export class Scheduler {
       this.#counters.push(new TaskCounters(layout.blockCount, initial));
       this.#queues.push(
         new ReadyQueue(
-          initial === 0 ? null : graph.initialPositions(t),
+          initial === 0 ? null : graph.initialCursor(t),
           initial,
           options[t]!.byPosition === true,
         ),
