@@ -395,6 +395,8 @@ class SimWorker {
     }
     // No-op blocks: the Web Worker's drain loop, synchronous as it is for a sync `process`.
     const before = blocksRun;
+    // As the Web Worker does: the 5 ms count from the start of this batch's work.
+    this.#lastFlushAt = performance.now();
     while (this.#size > 0 && !this.#recall) {
       const position = this.#take();
       if (this.#recordCount > 0 && performance.now() - this.#lastFlushAt >= FLUSH_AFTER_MS) {

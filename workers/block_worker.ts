@@ -194,6 +194,10 @@ async function drain(): Promise<void> {
   const taskId = init!.taskId;
   // Counters are read between consecutive blocks: the end of one is the start of the next.
   meter?.start();
+  // "Blocks are slow" means 5 ms of work since the last report, not 5 ms of waiting for this
+  // batch: counted from the idle wait, a worker among thousands (a batch every 100 ms or more)
+  // sent every batch's first result alone, two frames a batch instead of one.
+  lastFlushAt = performance.now();
   while (queueSize > 0) {
     if (recallRequested(s)) break;
     const position = queue[queueHead]!;
