@@ -88,6 +88,13 @@ interface CaseResult {
   readonly handshakeSeconds: number;
   readonly admitted: number;
   readonly schedulerCpuSeconds: number;
+  /**
+   * The scheduler's event-loop thread over the run: seconds on a core, and seconds it was ready
+   * to run but waited for one (the simulators, the runtime's JIT threads and the kernel had
+   * them); NaN without /proc/thread-self/schedstat.
+   */
+  readonly loopOnCpuSeconds: number;
+  readonly loopWaitingSeconds: number;
   readonly simCpuSeconds: number;
   readonly hwmMb: number;
   readonly rssMb: number;
@@ -130,6 +137,16 @@ function listenOverflows(): number {
   }
 }
 
+/** This thread's seconds on a core and seconds runnable but waiting for one, since it began. */
+function threadSchedule(): { onCpu: number; waiting: number } {
+  try {
+    const [onCpu, waiting] = fs.readFileSync("/proc/thread-self/schedstat", "utf8").split(" ");
+    return { onCpu: Number(onCpu) / 1e9, waiting: Number(waiting) / 1e9 };
+  } catch {
+    return { onCpu: Number.NaN, waiting: Number.NaN };
+  }
+}
+
 /** CPU seconds of a process (all its threads), user and system. */
 function cpuSeconds(pid: number | "self"): number {
   try {
@@ -165,6 +182,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const simCpu = () => fleet.pids.reduce((s, pid) => s + cpuSeconds(pid), 0);
   const drops0 = listenOverflows();
   const cpu0 = cpuSeconds("self");
+  const loop0 = threadSchedule();
   const sim0 = simCpu();
   const started = performance.now();
   const remote = await RemoteWorkers.open({
@@ -190,6 +208,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   clearTimeout(stopTimer);
   const wallSeconds = (performance.now() - started) / 1000;
   const schedulerCpuSeconds = cpuSeconds("self") - cpu0;
+  const loop1 = threadSchedule();
   const queueDrops = listenOverflows() - drops0;
   const simCpuSeconds = simCpu() - sim0;
   const hwmMb = statusKb(process.pid, "VmHWM") / 1024;
@@ -219,6 +238,8 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
     handshakeSeconds: (allUp - fleet.firstLaunchAt) / 1000,
     admitted: upAt.length,
     schedulerCpuSeconds,
+    loopOnCpuSeconds: loop1.onCpu - loop0.onCpu,
+    loopWaitingSeconds: loop1.waiting - loop0.waiting,
     simCpuSeconds,
     hwmMb,
     rssMb,
@@ -369,7 +390,9 @@ async function drive(): Promise<void> {
   };
   const cores = (cpu: number, wall: number) => `${fixed(cpu, 1)} s = ${fixed(cpu / wall, 2)} cores`;
   const resources = (r: CaseResult) =>
-    `${cores(r.schedulerCpuSeconds, r.wallSeconds)} / ${
+    `${cores(r.schedulerCpuSeconds, r.wallSeconds)} (event loop ${
+      fixed(r.loopOnCpuSeconds, 2)
+    } s on a core, ${fixed(r.loopWaitingSeconds, 2)} s waiting for one) / ${
       cores(r.simCpuSeconds, r.wallSeconds)
     }; scheduler peak ${fmt(r.hwmMb)} MB`;
 
