@@ -33,6 +33,17 @@ function randomLayout(rng: Rng): TaskLayout {
   });
 }
 
+/** A line of `length` voxels cut into blocks of 2 (none when shorter than a block). */
+function lineOf(length: number): TaskLayout {
+  return new TaskLayout({
+    totalRoi: makeRoi([0], [length]),
+    readRoi: makeRoi([0], [2]),
+    writeRoi: makeRoi([0], [2]),
+    fit: "valid",
+    readWriteConflict: false,
+  });
+}
+
 describe("position cursors", () => {
   it("hand out each level's blocks in ascending position order, on random layouts", () => {
     const rng = new Rng(20261206);
@@ -57,22 +68,9 @@ describe("position cursors", () => {
   });
 
   it("keep answering -1 once they are done", () => {
-    const layout = new TaskLayout({
-      totalRoi: makeRoi([0], [4]),
-      readRoi: makeRoi([0], [2]),
-      writeRoi: makeRoi([0], [2]),
-      fit: "valid",
-      readWriteConflict: false,
-    });
-    const cursor = layout.levelCursor(0);
+    const cursor = lineOf(4).levelCursor(0);
     assert.deepEqual([cursor.next(), cursor.next(), cursor.next(), cursor.next()], [0, 1, -1, -1]);
-    const empty = new TaskLayout({
-      totalRoi: makeRoi([0], [1]),
-      readRoi: makeRoi([0], [2]),
-      writeRoi: makeRoi([0], [2]),
-      fit: "valid",
-      readWriteConflict: false,
-    });
+    const empty = lineOf(1);
     assert.equal(empty.blockCount, 0);
     assert.equal(empty.levelCursor(0).next(), -1);
     const wrapped = cursorOf([5, 7]);
