@@ -10,9 +10,11 @@
  *
  * Every case runs in a fresh scheduler process (this script with --case), so its peak resident
  * size (VmHWM) and CPU time (/proc/PID/stat, all threads) are its own; the simulators' CPU is
- * read the same way. A run still going after 90 s is stopped as by SIGTERM, and its figures are
- * over what it did. Measured at 2,000 workers, then 200, and 20,000 when file descriptors
- * (ulimit -n) and memory allow:
+ * read the same way, and the scheduler's event-loop thread's time on a core and time runnable
+ * but waiting for one (/proc/thread-self/schedstat): on two cores the scheduler, its JIT
+ * threads and the simulators share them. A run still going after 90 s is stopped as by
+ * SIGTERM, and its figures are over what it did. Measured at 2,000 workers, then 200, and 20,000
+ * when file descriptors (ulimit -n) and memory allow:
  *   - 2,000,000 no-op blocks: blocks per second over the whole run, handshakes included, the
  *     median of three runs (the 2-worker reference too; the peak resident size is the runs').
  *     Budget: >= 200,000/s and >= 80 % of 2 workers' figure with the same simulator, this run.
