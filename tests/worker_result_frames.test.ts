@@ -65,30 +65,31 @@ describe("Web Worker result messages", () => {
     });
     try {
       await isReady;
-      for (const rounds of [1, 2]) {
+      // Three batches, each after an idle wait. Without the rule every batch's first result
+      // goes alone; a loaded machine may preempt the worker for 5 ms mid-batch once (then a
+      // batch splits, and may even start with a lone result), so one such round is forgiven.
+      const rounds: number[][] = [];
+      for (let round = 1; round <= 3; round++) {
         messages.length = 0;
         // Idle for longer than the 5 ms after which finished blocks are reported early.
         await sleep(50);
         const batch = executor.batchBuffer(BLOCKS);
         for (let i = 0; i < BLOCKS; i++) {
           batch[2 * i] = i;
-          batch[2 * i + 1] = rounds;
+          batch[2 * i + 1] = round;
         }
         executor.send(batch, BLOCKS);
         const deadline = Date.now() + 20_000;
         const reported = () => messages.reduce((n, m) => n + m.count, 0);
         while (reported() < BLOCKS && problem === null && Date.now() < deadline) await sleep(5);
         assert.equal(problem, null);
-        assert.equal(reported(), BLOCKS, `batch ${rounds}: every block reported`);
-        // One message, unless the 300 no-op blocks themselves took 5 ms (a loaded machine).
-        const counts = messages.map((m) => m.count);
-        const seconds = messages.reduce((s, m) => {
-          for (let i = 0; i < m.count; i++) s += m.records[i * m.stride + 2]!;
-          return s;
-        }, 0);
-        if (seconds < 0.002) assert.deepEqual(counts, [BLOCKS], `batch ${rounds}`);
-        assert.notEqual(counts[0], 1, `batch ${rounds}: the first result did not go alone`);
+        assert.equal(reported(), BLOCKS, `batch ${round}: every block reported`);
+        rounds.push(messages.map((m) => m.count));
       }
+      const whole = rounds.filter((counts) => counts.length === 1).length;
+      const lone = rounds.filter((counts) => counts[0] === 1).length;
+      assert.ok(whole >= 2, `most batches came in one message: ${JSON.stringify(rounds)}`);
+      assert.ok(lone <= 1, `a batch's first result went alone: ${JSON.stringify(rounds)}`);
     } finally {
       executor.kill();
     }
