@@ -2,7 +2,7 @@
  * Positions handed out one at a time without an iterator result object per position. The ready
  * queue draws every initial block of a task through one of these: a generator there cost a
  * resumption of two generator frames and an allocation per block, a sixth of the scheduler's
- * time on no-op blocks (docs/design/REMOTE.md, "The runtime's own sockets").
+ * time on no-op blocks (docs/design/REMOTE.md, "A saturated machine").
  */
 export interface PositionCursor {
   /** The next position, or -1 after the last. */

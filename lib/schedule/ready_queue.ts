@@ -20,7 +20,7 @@ export const RING_FIRST = 1 << 16;
 
 export class ReadyQueue {
   #initial: PositionCursor | null;
-  /** Initial positions the iterator has not produced yet. */
+  /** Initial positions the cursor has not produced yet. */
   #initialLeft: number;
   #buffer: Float64Array;
   #head = 0;
