@@ -26,7 +26,7 @@ export class ReadyQueue {
   #head = 0;
   #size = 0;
   readonly #byPosition: boolean;
-  /** In position order: the initial position drawn from the iterator and not served yet. */
+  /** In position order: the initial position drawn from the cursor and not served yet. */
   #lookahead = -1;
 
   /** `initial` yields exactly `initialCount` positions (in ascending order when `byPosition`). */
