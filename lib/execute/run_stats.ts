@@ -4,40 +4,57 @@
  * workers spawned and the peak of concurrently alive workers; per worker, its lifetime.
  */
 
+/** Where each sum lives in `DurationTrend`'s array. */
+const SUM_X = 0;
+const SUM_Y = 1;
+const SUM_XY = 2;
+const SUM_XX = 3;
+const COUNT = 4;
+
 export class DurationTrend {
-  #n = 0;
-  #sumX = 0;
-  #sumY = 0;
-  #sumXY = 0;
-  #sumXX = 0;
+  /**
+   * The count and the sums, in a Float64Array: as fields they started as small integers and
+   * overflowed past 2^31 (x * x at the 46,341st block), and each change of type sent the JIT
+   * back to recompile the result loop this is inlined into.
+   */
+  readonly #sums = new Float64Array(5);
 
   add(seconds: number): void {
-    const x = this.#n++;
+    const sums = this.#sums;
+    const x = sums[COUNT]!;
+    sums[COUNT] = x + 1;
     const y = seconds * 1000;
-    this.#sumX += x;
-    this.#sumY += y;
-    this.#sumXY += x * y;
-    this.#sumXX += x * x;
+    sums[SUM_X]! += x;
+    sums[SUM_Y]! += y;
+    sums[SUM_XY]! += x * y;
+    sums[SUM_XX]! += x * x;
   }
 
   get count(): number {
-    return this.#n;
+    return this.#sums[COUNT]!;
   }
 
   /** Mean block time in ms. */
   get meanMs(): number {
-    return this.#n === 0 ? 0 : this.#sumY / this.#n;
+    const n = this.#sums[COUNT]!;
+    return n === 0 ? 0 : this.#sums[SUM_Y]! / n;
   }
 
   /** Change of block time per block, in ms (ordinary least squares); 0 below two blocks. */
   get slopeMs(): number {
-    if (this.#n < 2) return 0;
-    const denominator = this.#n * this.#sumXX - this.#sumX * this.#sumX;
-    return denominator === 0 ? 0 : (this.#n * this.#sumXY - this.#sumX * this.#sumY) / denominator;
+    const sums = this.#sums;
+    const n = sums[COUNT]!;
+    if (n < 2) return 0;
+    const sumX = sums[SUM_X]!;
+    const sumY = sums[SUM_Y]!;
+    const sumXY = sums[SUM_XY]!;
+    const sumXX = sums[SUM_XX]!;
+    const denominator = n * sumXX - sumX * sumX;
+    return denominator === 0 ? 0 : (n * sumXY - sumX * sumY) / denominator;
   }
 
   get totalSeconds(): number {
-    return this.#sumY / 1000;
+    return this.#sums[SUM_Y]! / 1000;
   }
 }
 
