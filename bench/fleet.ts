@@ -98,6 +98,8 @@ interface CaseResult {
    */
   readonly loopOnCpuSeconds: number;
   readonly loopWaitingSeconds: number;
+  /** The runtime's JIT compiler threads over the run, seconds on a core (NaN where unknown). */
+  readonly jitOnCpuSeconds: number;
   readonly simCpuSeconds: number;
   readonly hwmMb: number;
   readonly rssMb: number;
@@ -150,6 +152,31 @@ function threadSchedule(): { onCpu: number; waiting: number } {
   }
 }
 
+/**
+ * Seconds on a core of this process's JIT compiler threads since they began: JavaScriptCore's
+ * are named "JITWorker", V8's (Deno) have no name of their own, so Deno gets NaN.
+ */
+function jitOnCpu(): number {
+  try {
+    let seconds = 0;
+    let found = false;
+    for (const task of fs.readdirSync("/proc/self/task")) {
+      try {
+        const comm = fs.readFileSync(`/proc/self/task/${task}/comm`, "utf8").trim();
+        if (!comm.startsWith("JITWorker")) continue;
+        const onCpu = fs.readFileSync(`/proc/self/task/${task}/schedstat`, "utf8").split(" ")[0];
+        seconds += Number(onCpu) / 1e9;
+        found = true;
+      } catch {
+        // the thread ended between the listing and the read
+      }
+    }
+    return found ? seconds : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** CPU seconds of a process (all its threads), user and system. */
 function cpuSeconds(pid: number | "self"): number {
   try {
@@ -186,6 +213,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const drops0 = listenOverflows();
   const cpu0 = cpuSeconds("self");
   const loop0 = threadSchedule();
+  const jit0 = jitOnCpu();
   const sim0 = simCpu();
   const started = performance.now();
   const remote = await RemoteWorkers.open({
@@ -212,6 +240,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const wallSeconds = (performance.now() - started) / 1000;
   const schedulerCpuSeconds = cpuSeconds("self") - cpu0;
   const loop1 = threadSchedule();
+  const jit1 = jitOnCpu();
   const queueDrops = listenOverflows() - drops0;
   const simCpuSeconds = simCpu() - sim0;
   const hwmMb = statusKb(process.pid, "VmHWM") / 1024;
@@ -243,6 +272,8 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
     schedulerCpuSeconds,
     loopOnCpuSeconds: loop1.onCpu - loop0.onCpu,
     loopWaitingSeconds: loop1.waiting - loop0.waiting,
+    // A JIT thread started during the run counts from zero.
+    jitOnCpuSeconds: jit1 - (Number.isNaN(jit0) ? 0 : jit0),
     simCpuSeconds,
     hwmMb,
     rssMb,
@@ -407,9 +438,9 @@ async function drive(): Promise<void> {
   const resources = (r: CaseResult) =>
     `${cores(r.schedulerCpuSeconds, r.wallSeconds)} (event loop ${
       fixed(r.loopOnCpuSeconds, 2)
-    } s on a core, ${fixed(r.loopWaitingSeconds, 2)} s waiting for one) / ${
-      cores(r.simCpuSeconds, r.wallSeconds)
-    }; scheduler peak ${fmt(r.hwmMb)} MB`;
+    } s on a core, ${fixed(r.loopWaitingSeconds, 2)} s waiting for one; JIT threads ${
+      fixed(r.jitOnCpuSeconds, 2)
+    } s) / ${cores(r.simCpuSeconds, r.wallSeconds)}; scheduler peak ${fmt(r.hwmMb)} MB`;
 
   // No-op runs are short (half a second) on a noisy machine: each figure is the median of three.
   const medianOfThree = async (s: CaseSpec): Promise<CaseResult | string> => {
