@@ -4,7 +4,7 @@
  * workers spawned and the peak of concurrently alive workers; per worker, its lifetime.
  */
 
-/** Where each sum lives in `DurationTrend`'s array. */
+/** Where the count and each sum live in `DurationTrend`'s array. */
 const SUM_X = 0;
 const SUM_Y = 1;
 const SUM_XY = 2;
