@@ -217,6 +217,49 @@ describe("worker protocol frames", () => {
     );
   });
 
+  it("refuses every binary frame whose body is shorter than its content, naming both sizes", () => {
+    const frame = (type: number, body: number[]) => {
+      const bytes = new Uint8Array(5 + body.length);
+      new DataView(bytes.buffer).setUint32(0, 1 + body.length, true);
+      bytes[4] = type;
+      bytes.set(body, 5);
+      return bytes;
+    };
+    const cases: [string, Uint8Array, "worker" | "scheduler", RegExp][] = [
+      [
+        "results header",
+        frame(0x21, [1, 0, 0, 0]),
+        "scheduler",
+        /A results frame is 4 bytes.*\(16 bytes\)/,
+      ],
+      [
+        "results records",
+        frame(0x21, [2, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        "scheduler",
+        /A results frame is 16 bytes.*\(64 bytes\)/,
+      ],
+      [
+        "returned positions",
+        frame(0x22, [2, 0, 0, 0]),
+        "scheduler",
+        /A returned frame is 4 bytes.*\(20 bytes\)/,
+      ],
+      [
+        "heartbeat",
+        frame(0x25, [0, 0, 0, 0]),
+        "scheduler",
+        /A heartbeat frame is 4 bytes.*\(16 bytes\)/,
+      ],
+      ["recall", frame(0x30, []), "worker", /A recall frame is 0 bytes.*\(1 bytes\)/],
+      ["blocks header", frame(0x20, [1, 0]), "worker", /A blocks frame is 2 bytes.*\(4 bytes\)/],
+    ];
+    for (const [what, bytes, side, message] of cases) {
+      const decoder = () => side === "worker" ? workerSideDecoder() : schedulerSideDecoder();
+      assert.throws(() => decoder().push(bytes), message, what);
+      assert.throws(() => decoder().push(bytes), ProtocolError, what);
+    }
+  });
+
   it("checks what every message holds, naming the field", () => {
     assert.throws(() => parseFromWorker(null), ProtocolError);
     const init = { ...TO_WORKER[1]! } as Record<string, unknown>;

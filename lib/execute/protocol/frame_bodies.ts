@@ -22,29 +22,28 @@ export function decodeBody(
   at: number,
   length: number,
 ): Record<string, unknown> {
-  const need = (size: number, what: string) => needBytes(length, size, what);
   switch (type) {
     case FrameType.Blocks:
       return decodeBlocks(view, at, length);
     case FrameType.Results:
       return decodeResults(bytes, view, at, length);
     case FrameType.Returned: {
-      need(4, "A returned");
+      needBytes(length, 4, "A returned");
       const n = view.getUint32(at, true);
-      need(4 + 8 * n, "A returned");
+      needBytes(length, 4 + 8 * n, "A returned");
       const positions = new Float64Array(n);
       for (let i = 0; i < n; i++) positions[i] = view.getFloat64(at + 4 + 8 * i, true);
       return { kind: "returned", count: n, positions };
     }
     case FrameType.Heartbeat:
-      need(16, "A heartbeat");
+      needBytes(length, 16, "A heartbeat");
       return {
         kind: "heartbeat",
         running: view.getFloat64(at, true),
         runningFor: view.getFloat64(at + 8, true),
       };
     case FrameType.Recall:
-      need(1, "A recall");
+      needBytes(length, 1, "A recall");
       return { kind: "recall", final: bytes[at] === 1 };
     case FrameType.Stop:
       return { kind: "stop" };
