@@ -134,11 +134,17 @@ export class InFlightQueue {
     this.#count(1);
   }
 
+  /**
+   * Counted without branches: a run's first workers, on big windows, never drain to two blocks
+   * or none, and the JIT that compiled this for them left the paths of a fleet's small windows
+   * out (a hundred deoptimisations of the result loop it is inlined into, then a recompile).
+   */
   #shrink(): void {
-    this.#size--;
-    if (this.#tally === null) return;
-    if (this.#size === 0) this.#tally.empty++;
-    else if (this.#size === HEAVY) this.#tally.heavy--;
+    const size = --this.#size;
+    const tally = this.#tally;
+    if (tally === null) return;
+    tally.empty += +(size === 0);
+    tally.heavy -= +(size === HEAVY);
   }
 
   #keep(i: number): void {
