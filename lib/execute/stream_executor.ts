@@ -14,6 +14,7 @@ import type { Executor, ExecutorSpec, ExecutorState } from "./executor.ts";
 import type { ByteChannel } from "./byte_channel.ts";
 import { InFlightQueue } from "./in_flight.ts";
 import {
+  encodeBlocks,
   encodeFrame,
   type FrameDecoder,
   schedulerSideDecoder,
@@ -149,8 +150,13 @@ export class StreamExecutor implements Executor {
     return sharedBatch;
   }
 
+  /**
+   * Straight to the blocks encoder: through `encodeFrame`, the hot path's switch was compiled for
+   * blocks frames and deoptimised, then compiled again, when a fleet's init, recall and stop
+   * frames came through it after the first thousand batches.
+   */
   send(batch: Float64Array, count: number): void {
-    this.#write({ kind: "blocks", blocks: batch, count });
+    this.#channel?.write(encodeBlocks(batch, count));
   }
 
   runningPosition(): number {

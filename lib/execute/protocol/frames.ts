@@ -62,9 +62,10 @@ function jsonFrame(type: FrameType, value: Record<string, unknown>): Uint8Array 
 /**
  * The two frames a busy run is made of, each in a function of its own so that the JIT compiles
  * it once: inlined into `encodeFrame`, they were compiled again whenever a new kind of message
- * (a thousand workers' init, stop or recall frames) went through it.
+ * (a thousand workers' init, stop or recall frames) went through it. The scheduler sends its
+ * blocks frames through `encodeBlocks` directly, never through `encodeFrame`'s switch.
  */
-function encodeBlocks(blocks: Float64Array, n: number): Uint8Array {
+export function encodeBlocks(blocks: Float64Array, n: number): Uint8Array {
   const h = FRAME_HEADER_BYTES;
   const { bytes, view } = frame(FrameType.Blocks, 4 + 16 * n);
   view.setUint32(h, n, true);
