@@ -332,13 +332,9 @@ class SimWorker {
     }
     this.#serving = true;
     upAt.push(epoch());
-    // Jittered so that a process's heartbeats do not all fall in one turn.
-    const first = Math.random() * HEARTBEAT_MS;
-    setTimeout(() => {
-      if (this.#ended) return;
-      this.#beat();
-      this.#heartbeat = setInterval(() => this.#beat(), HEARTBEAT_MS);
-    }, first);
+    // Every HEARTBEAT_MS from init, as the relay's clock does (the first a second after init):
+    // the workers' inits are spread over the handshakes already.
+    this.#heartbeat = setInterval(() => this.#beat(), HEARTBEAT_MS);
     this.#write({ kind: "ready" });
   }
 
