@@ -107,6 +107,13 @@ interface CaseResult {
   readonly utilisation: number;
   /** Blocks per second from the last admission to the end; NaN when not all were admitted. */
   readonly steadyRate: number;
+  /**
+   * Where a short run's time goes besides its blocks: from the run's start to the first worker
+   * admitted, and from the last block's end (in a simulator) to the run's end (ms; NaN when no
+   * worker was admitted or ran a block).
+   */
+  readonly firstAdmittedMs: number;
+  readonly tailMs: number;
   readonly lateMs: number;
   readonly busyRetries: number;
   /**
@@ -216,6 +223,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const jit0 = jitOnCpu();
   const sim0 = simCpu();
   const started = performance.now();
+  const startedAt = epoch();
   const remote = await RemoteWorkers.open({
     pipeline,
     logDir: path.join(dir, "logs"),
@@ -238,6 +246,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   });
   clearTimeout(stopTimer);
   const wallSeconds = (performance.now() - started) / 1000;
+  const endedAt = epoch();
   const schedulerCpuSeconds = cpuSeconds("self") - cpu0;
   const loop1 = threadSchedule();
   const jit1 = jitOnCpu();
@@ -280,6 +289,8 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
     utilisation: spec.blockMs > 0
       ? utilisation(reports, Number.isNaN(allUp) ? fleet.firstLaunchAt : allUp, end, spec.workers)
       : Number.NaN,
+    firstAdmittedMs: upAt.length === 0 ? Number.NaN : Math.min(...upAt) - startedAt,
+    tailMs: blocksRun === 0 ? Number.NaN : endedAt - lastBlockEnd,
     steadyRate: end > allUp
       ? overWindow(reports, "finished", allUp, end) / (end - allUp) * 1000
       : Number.NaN,
@@ -441,6 +452,12 @@ async function drive(): Promise<void> {
     } s on a core, ${fixed(r.loopWaitingSeconds, 2)} s waiting for one; JIT threads ${
       fixed(r.jitOnCpuSeconds, 2)
     } s) / ${cores(r.simCpuSeconds, r.wallSeconds)}; scheduler peak ${fmt(r.hwmMb)} MB`;
+  // What a fleet adds to a short run: workers to start before the first block, and to stop after
+  // the last (docs/design/REMOTE.md, "Where a fleet's half second goes").
+  const startAndEnd = (r: CaseResult) =>
+    `first worker admitted ${fixed(r.firstAdmittedMs, 0)} ms after the start; last block to the end ${
+      fixed(r.tailMs, 0)
+    } ms`;
 
   // No-op runs are short (half a second) on a noisy machine: each figure is the median of three.
   const medianOfThree = async (s: CaseSpec): Promise<CaseResult | string> => {
@@ -466,6 +483,7 @@ async function drive(): Promise<void> {
     refRate >= THROUGHPUT_BUDGET,
   );
   say("2", "  scheduler / simulator CPU", resources(ref));
+  say("2", "  start and end", startAndEnd(ref));
 
   let perWorkerMb = Number.NaN;
   for (const [i, w] of sizes.entries()) {
@@ -530,6 +548,7 @@ async function drive(): Promise<void> {
         rate >= Math.max(THROUGHPUT_BUDGET, SHARE_OF_TWO * refRate),
       );
       sayHere(name, "  scheduler / simulator CPU", resources(noop));
+      sayHere(name, "  start and end", startAndEnd(noop));
       peaks.push(noop.hwmMb);
       if (i === 1) perWorkerMb = noop.hwmMb / w;
     }
