@@ -341,6 +341,46 @@ describe("run loop: stopping", () => {
   });
 });
 
+describe("run loop: the executors at the end", () => {
+  it("stops the executors still starting when the run completes, so a worker that connected but still sets up exits cleanly", async () => {
+    const rig = RunRig.start([linearTask("a", 6, { maxWorkers: 3 })], { initialWindow: 2 });
+    const [e0, e1, e2] = rig.executors("a");
+    e0!.becomeReady();
+    for (let step = 0; rig.result === null; step++) {
+      assert.ok(step < 100, "the run did not end");
+      assert.deepEqual([e1!.state, e2!.state], ["starting", "starting"]);
+      e0!.succeed(1);
+    }
+    const result = await rig.finished();
+    assert.equal(result.outcome, "complete");
+    assert.deepEqual(
+      [e0, e1, e2].map((e) => [e!.stopped, e!.killed]),
+      [[true, false], [true, false], [true, false]],
+      "every executor holding nothing is told to stop; none is killed",
+    );
+  });
+
+  it("on a stop request kills only the executors still holding blocks when the grace period ends", async () => {
+    const rig = RunRig.start([linearTask("a", 10, { maxWorkers: 3 })], {
+      initialWindow: 3,
+      graceSeconds: 5,
+    });
+    const [e0, e1, e2] = rig.executors("a");
+    e0!.becomeReady();
+    e1!.becomeReady();
+    rig.stop("SIGTERM");
+    e0!.succeed(e0!.held.length);
+    // e1 never answers its recall; e2 never gets past its start.
+    rig.advance(5_000);
+    const result = await rig.finished();
+    assert.equal(result.outcome, "interrupted-sigterm");
+    assert.deepEqual(
+      [e0, e1, e2].map((e) => [e!.stopped, e!.killed]),
+      [[true, false], [false, true], [true, false]],
+    );
+  });
+});
+
 describe("run loop: stopping with work outside executors", () => {
   it("waits for a check that answers after the stop, and puts its block back in the queue", async () => {
     const answers: Deferred<boolean>[] = [];

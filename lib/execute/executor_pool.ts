@@ -405,8 +405,11 @@ export class ExecutorPool {
     this.#parked.end(this.#o.clock.now(), "clean", t);
     for (const executor of [...this.#o.tasks[t]!.executors]) {
       const queue = executor.inFlight;
-      // An idle worker is told to stop (a remote one then exits and ends its job by itself).
-      const idle = queue.size === 0 && executor.state === "ready";
+      // One holding nothing is told to stop, even while it starts: a remote worker then exits
+      // and ends its job by itself, and one connected but still setting up (thousands of them
+      // when a big fleet's run ends) does not log a lost scheduler and exit with a failure.
+      // One never connected has nothing to tell: stop cancels its launch, as kill does.
+      const idle = queue.size === 0;
       for (let i = 0; i < queue.size; i++) this.#o.scheduler.requeue(t, queue.positionAt(i));
       queue.clear();
       this.#retire(executor, idle ? "clean" : "killed");
