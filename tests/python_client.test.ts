@@ -669,6 +669,26 @@ except w.OutputProblem as e:
 });
 
 describe("the Python client under a scheduler that stops early", () => {
+  it(
+    "exits cleanly when told after its proof that the run needs no more workers",
+    SLOW,
+    async () => {
+      const peer = await startPeer();
+      try {
+        await authenticated(peer);
+        // The run ended during the handshake (a scheduler closing says so to everyone still in it).
+        peer.send({ kind: "error", message: "refused: the run has ended", later: true });
+        assert.deepEqual(await withTimeout(peer.exited, 30_000, "exit"), { code: 0, signal: null });
+        assert.match(
+          peer.stderr(),
+          /The run needs no more workers now: refused: the run has ended/,
+        );
+      } finally {
+        peer.child.kill("SIGKILL");
+      }
+    },
+  );
+
   it("hands a recall while idle an empty answer", SLOW, async () => {
     const dir = newDir("idle");
     const file = module(dir, `def process(block):\n    pass\n`);

@@ -399,6 +399,34 @@ describe("worker server handshake", () => {
     for (const c of [...waiting, again]) c.socket.destroy();
   });
 
+  it("tells workers still in their handshake or waiting for one that the run has ended, so they exit cleanly", async () => {
+    const rig = await startServer({ maxHandshakes: 1 });
+    // One worker holds the only handshake (challenged, no auth yet); a real one waits its turn.
+    const holder = new Client(rig.server.address.port);
+    await holder.connected();
+    holder.hello(newNonce());
+    await holder.frame("challenge");
+    const socket = net.connect({ host: "127.0.0.1", port: rig.server.address.port });
+    await new Promise<void>((r) => socket.once("connect", () => r()));
+    const log: string[] = [];
+    const waiting = serveWorker({
+      channel: connectionChannel(nodeConnection(socket)),
+      client: "test worker",
+      auth: { secret: rig.secret, slot: SLOT },
+      log: (m) => log.push(m),
+    });
+    await settle();
+    await rig.server.close();
+    const told = await holder.frame("error");
+    assert.ok(told.kind === "error" && told.later === true && told.retry === undefined);
+    assert.equal(errorText(told), "refused: the run has ended");
+    await holder.closed;
+    const end = await waiting;
+    assert.deepEqual([end.stopped, end.later], [false, true], JSON.stringify(end));
+    assert.ok(log.some((l) => /refused: the run has ended/.test(l)), log.join("\n"));
+    assert.deepEqual(rig.claimed, []);
+  });
+
   it("refuses connections beyond the waiting room as busy", async () => {
     const rig = await startServer({ maxHandshakes: 1, maxWaiting: 0 });
     const holder = new Client(rig.server.address.port);

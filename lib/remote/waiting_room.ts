@@ -86,11 +86,11 @@ export class WaitingRoom {
     return undefined;
   }
 
-  /** Drop every waiting connection (the server closes). */
-  close(): void {
+  /** Let every waiting connection go, through `farewell` (the server closes). */
+  close(farewell: (socket: TcpConnection) => void = (socket) => socket.destroy()): void {
     for (const socket of [...this.#waiting.keys()]) {
       this.#leave(socket);
-      socket.destroy();
+      farewell(socket);
     }
   }
 

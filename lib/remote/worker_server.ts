@@ -157,11 +157,28 @@ export class WorkerServer {
     this.#joiners = handler;
   }
 
+  /**
+   * Stop listening. A worker still in its handshake, or waiting for one, is told the run needs
+   * no more workers (`later`): it exits cleanly rather than reporting a lost scheduler, as the
+   * hundreds still waiting when a big fleet's run ends would (the connection goes within a
+   * second whatever the peer does).
+   */
   close(): Promise<void> {
     this.#closing = true;
-    for (const connection of [...this.#handshakes]) connection.destroy();
+    const ended = encodeFrame({
+      kind: "error",
+      message: "refused: the run has ended",
+      later: true,
+    });
+    const farewell = (connection: TcpConnection) => {
+      if (connection.closed) return;
+      connection.setOnData(null);
+      connection.end(ended);
+      setTimeout(() => connection.destroy(), 1000).unref?.();
+    };
+    for (const connection of [...this.#handshakes]) farewell(connection);
     this.#handshakes.clear();
-    this.#waiting.close();
+    this.#waiting.close(farewell);
     this.#refusals.flush();
     this.#slots.clear();
     return this.#listener.close();

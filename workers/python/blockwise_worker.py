@@ -744,7 +744,10 @@ class Session(object):
         self.handshake()
         kind, body = self.wait_frame()
         if kind == ERROR:
-            raise SessionEnd("The scheduler refused this worker: %s" % json.loads(body)["message"])
+            refusal = json.loads(body)
+            if refusal.get("later") is True:  # the run ended during the handshake
+                raise SessionEnd("The run needs no more workers now: %s" % refusal["message"], 0)
+            raise SessionEnd("The scheduler refused this worker: %s" % refusal["message"])
         if kind == STOP:
             raise SessionEnd("the scheduler stopped this worker before it started", 0)
         if kind != INIT:
