@@ -455,9 +455,9 @@ async function drive(): Promise<void> {
   // What a fleet adds to a short run: workers to start before the first block, and to stop after
   // the last (docs/design/REMOTE.md, "Where a fleet's half second goes").
   const startAndEnd = (r: CaseResult) =>
-    `first worker admitted ${fixed(r.firstAdmittedMs, 0)} ms after the start; last block to the end ${
-      fixed(r.tailMs, 0)
-    } ms`;
+    `first worker admitted ${
+      fixed(r.firstAdmittedMs, 0)
+    } ms after the start; last block to the end ${fixed(r.tailMs, 0)} ms`;
 
   // No-op runs are short (half a second) on a noisy machine: each figure is the median of three.
   const medianOfThree = async (s: CaseSpec): Promise<CaseResult | string> => {
