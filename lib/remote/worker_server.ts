@@ -72,6 +72,15 @@ export interface WorkerServerOptions {
   readonly deadline?: (ms: number, expire: () => void) => () => void;
 }
 
+/** A refused connection's last frame has this long to leave before the connection is dropped. */
+const LAST_FRAME_MS = 1000;
+
+/** Send `last` and close; the connection goes within LAST_FRAME_MS whatever the peer does. */
+function endWith(socket: TcpConnection, last: Uint8Array): void {
+  socket.end(last);
+  setTimeout(() => socket.destroy(), LAST_FRAME_MS).unref?.();
+}
+
 const realDeadline = (ms: number, expire: () => void): () => void => {
   const timer = setTimeout(expire, ms);
   return () => clearTimeout(timer);
@@ -173,8 +182,7 @@ export class WorkerServer {
     const farewell = (connection: TcpConnection) => {
       if (connection.closed) return;
       connection.setOnData(null);
-      connection.end(ended);
-      setTimeout(() => connection.destroy(), 1000).unref?.();
+      endWith(connection, ended);
     };
     for (const connection of [...this.#handshakes]) farewell(connection);
     this.#handshakes.clear();
@@ -294,7 +302,8 @@ export class WorkerServer {
     this.#refused++;
     this.#refusals.line(`Refused a worker connection from ${peer}: ${why}`);
     if (tell && !socket.closed) {
-      socket.end(
+      endWith(
+        socket,
         encodeFrame({
           kind: "error",
           message: `refused: ${why}`,
@@ -302,7 +311,6 @@ export class WorkerServer {
           ...(later ? { later } : {}),
         }),
       );
-      setTimeout(() => socket.destroy(), 1000).unref?.();
     } else socket.destroy();
   }
 }
