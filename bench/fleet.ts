@@ -83,6 +83,13 @@ interface CaseSpec {
 
 interface CaseResult {
   readonly spec: CaseSpec;
+  /**
+   * The scheduler's process, and the run's start and end in ms since the epoch: a profiler of
+   * the case (bench/fleet_profile.ts) keeps the samples between them.
+   */
+  readonly pid: number;
+  readonly startedAtMs: number;
+  readonly endedAtMs: number;
   /** Blocks completed: all of them, unless the run was stopped at RUN_LIMIT_S. */
   readonly completed: number;
   readonly stopped: boolean;
@@ -273,6 +280,9 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const end = Number.isNaN(stopAt) ? lastBlockEnd : Math.min(stopAt, lastBlockEnd);
   return {
     spec,
+    pid: process.pid,
+    startedAtMs: startedAt,
+    endedAtMs: endedAt,
     completed: done,
     stopped,
     wallSeconds,
