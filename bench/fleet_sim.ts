@@ -147,6 +147,7 @@ function pipelineProblem(init: InitMessage): string | null {
 
 const workers = new Map<number, SimWorker>();
 const NO_RECORDS = new Float64Array(0);
+let noOpRecords: Float64Array<ArrayBuffer> | null = null;
 
 class SimWorker {
   readonly #id: number;
@@ -300,6 +301,8 @@ class SimWorker {
       case "blocks":
         if (!this.#serving) return this.#refuse(`the scheduler sent blocks before "init"`);
         batches++;
+        // No-op blocks run at once from their frame: nothing is held between turns.
+        if (blockMs === 0 && !this.#recall) return this.#runNoOp(m.blocks, m.count);
         this.#enqueue(m.blocks, m.count);
         if (this.#final) return this.#handBack();
         return this.#run();
@@ -373,7 +376,11 @@ class SimWorker {
 
   #record(position: number, seconds: number, now: number): void {
     if (this.#records === NO_RECORDS) {
-      this.#records = new Float64Array(RESULT_RECORDS * RECORD_STRIDE_PLAIN);
+      // A no-op batch is reported before its callback returns: one buffer serves every worker.
+      noOpRecords ??= new Float64Array(RESULT_RECORDS * RECORD_STRIDE_PLAIN);
+      this.#records = blockMs === 0
+        ? noOpRecords
+        : new Float64Array(RESULT_RECORDS * RECORD_STRIDE_PLAIN);
     }
     const at = this.#recordCount * RECORD_STRIDE_PLAIN;
     this.#records[at] = position;
@@ -384,32 +391,35 @@ class SimWorker {
     blocksRun++;
   }
 
+  /** Timed blocks start when none runs; no-op blocks that came while a recall waits go back. */
   #run(): void {
-    if (blockMs > 0) {
-      if (this.#running < 0) this.#next();
-      return;
-    }
-    // No-op blocks: the Web Worker's drain loop, synchronous as it is for a sync `process`.
+    if (blockMs === 0) return this.#handBack();
+    if (this.#running < 0) this.#next();
+  }
+
+  /**
+   * No-op blocks: the Web Worker's drain loop, synchronous as it is for a sync `process`. They
+   * are read from the frame, not copied to the queue first (its ring and a simulated worker's
+   * results are the memory a real worker has in its own process).
+   */
+  #runNoOp(blocks: Float64Array, count: number): void {
     const before = blocksRun;
     // As the Web Worker does: the 5 ms count from the start of this batch's work.
     this.#lastFlushAt = performance.now();
-    while (this.#size > 0 && !this.#recall) {
-      const position = this.#take();
+    for (let i = 0; i < count; i++) {
       if (this.#recordCount > 0 && performance.now() - this.#lastFlushAt >= FLUSH_AFTER_MS) {
         this.#flush();
       }
       const t0 = performance.now();
       const now = performance.now();
-      this.#record(position, (now - t0) / 1000, now);
+      this.#record(blocks[2 * i]!, (now - t0) / 1000, now);
       if (
-        this.#size === 0 || this.#recordCount >= RESULT_RECORDS ||
+        i === count - 1 || this.#recordCount >= RESULT_RECORDS ||
         now - this.#firstUnflushedAt >= FLUSH_AFTER_MS
       ) this.#flush();
     }
     lastBlockEnd = epoch();
     finished[bucket(lastBlockEnd)]! += blocksRun - before;
-    if (this.#recall) this.#handBack();
-    this.#flush();
   }
 
   /** Start the next timed block, or report what finished when there is none. */
