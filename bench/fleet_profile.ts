@@ -135,6 +135,13 @@ async function profileCase(o: Options, workers: number): Promise<Profile> {
         if (text.startsWith("{")) last = text;
       },
     );
+    if (last === "") {
+      throw new Error(
+        `the case printed no result under perf; run it alone to see why: bun bench/fleet.ts --case '${
+          JSON.stringify(spec)
+        }'`,
+      );
+    }
     const figures = JSON.parse(last) as CaseFigures;
     for (const name of fs.readdirSync(dir)) {
       if (!/^jit-\d+/.test(name)) continue;
@@ -212,4 +219,10 @@ function main(): Promise<void> | void {
   })();
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  // What to install, allow or pass differently: one line, not a stack.
+  console.error(`fleet_profile: ${(error as Error).message}`);
+  process.exit(2);
+}
