@@ -182,7 +182,7 @@ export function sampleKind(sample: Sample): Kind {
 
 /** Samples per (side, kind) inside a time window; `side` says whose process a pid is. */
 export class KindTally {
-  readonly counts = new Map<string, number>();
+  readonly #counts = new Map<string, number>();
   #total = 0;
 
   constructor(
@@ -198,11 +198,11 @@ export class KindTally {
   add(sample: Sample): void {
     if (sample.time < this.from || sample.time > this.to) return;
     const key = `${this.side(sample.pid)}\t${sampleKind(sample)}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    this.#counts.set(key, (this.#counts.get(key) ?? 0) + 1);
     this.#total++;
   }
 
   of(side: string, kind: Kind): number {
-    return this.counts.get(`${side}\t${kind}`) ?? 0;
+    return this.#counts.get(`${side}\t${kind}`) ?? 0;
   }
 }

@@ -170,7 +170,7 @@ async function profileCase(o: Options, workers: number): Promise<Profile> {
   }
 }
 
-function main(): Promise<void> | void {
+async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const o: Options = {
     workers: option(args, "--workers", 2000),
@@ -179,44 +179,42 @@ function main(): Promise<void> | void {
     hz: option(args, "--hz", 5000),
   };
   checkProfiler();
-  return (async () => {
-    const load = os.loadavg().map((l) => l.toFixed(2)).join(", ");
-    console.log(
-      `${
-        o.blocks.toLocaleString("en")
-      } no-op blocks, ${o.sims} simulators, perf at ${o.hz} Hz; load average ${load}`,
-    );
-    const two = await profileCase(o, 2);
-    const fleet = await profileCase(o, o.workers);
-    const ms = (samples: number) => samples / o.hz * 1000;
-    const fmt = (samples: number) => `${Math.round(ms(samples))} ms`;
-    const more = (a: number, b: number) => {
-      const d = Math.round(ms(b - a));
-      return `${d >= 0 ? "+" : ""}${d} ms`;
-    };
-    console.log(
-      `run: ${two.figures.wallSeconds.toFixed(3)} s with 2 workers, ${
-        fleet.figures.wallSeconds.toFixed(3)
-      } s with ${o.workers} (${fleet.figures.admitted} admitted)\n`,
-    );
-    console.log(`| on a core | 2 workers | ${o.workers} workers | more |`);
-    console.log("|---|---|---|---|");
-    for (const side of SIDES) {
-      const rows = KINDS.map((kind: Kind) => ({
-        kind,
-        a: two.tally.of(side, kind),
-        b: fleet.tally.of(side, kind),
-      })).filter((r) => r.a + r.b > 0).sort((x, y) => (y.b - y.a) - (x.b - x.a));
-      for (const r of rows) {
-        console.log(`| ${side}: ${r.kind} | ${fmt(r.a)} | ${fmt(r.b)} | ${more(r.a, r.b)} |`);
-      }
+  const load = os.loadavg().map((l) => l.toFixed(2)).join(", ");
+  console.log(
+    `${
+      o.blocks.toLocaleString("en")
+    } no-op blocks, ${o.sims} simulators, perf at ${o.hz} Hz; load average ${load}`,
+  );
+  const two = await profileCase(o, 2);
+  const fleet = await profileCase(o, o.workers);
+  const ms = (samples: number) => samples / o.hz * 1000;
+  const fmt = (samples: number) => `${Math.round(ms(samples))} ms`;
+  const more = (a: number, b: number) => {
+    const d = Math.round(ms(b - a));
+    return `${d >= 0 ? "+" : ""}${d} ms`;
+  };
+  console.log(
+    `run: ${two.figures.wallSeconds.toFixed(3)} s with 2 workers, ${
+      fleet.figures.wallSeconds.toFixed(3)
+    } s with ${o.workers} (${fleet.figures.admitted} admitted)\n`,
+  );
+  console.log(`| on a core | 2 workers | ${o.workers} workers | more |`);
+  console.log("|---|---|---|---|");
+  for (const side of SIDES) {
+    const rows = KINDS.map((kind: Kind) => ({
+      kind,
+      a: two.tally.of(side, kind),
+      b: fleet.tally.of(side, kind),
+    })).filter((r) => r.a + r.b > 0).sort((x, y) => (y.b - y.a) - (x.b - x.a));
+    for (const r of rows) {
+      console.log(`| ${side}: ${r.kind} | ${fmt(r.a)} | ${fmt(r.b)} | ${more(r.a, r.b)} |`);
     }
-    const a = two.tally.total;
-    const b = fleet.tally.total;
-    console.log(`| all | ${fmt(a)} | ${fmt(b)} | ${more(a, b)} |`);
-    const perWorker = ms(b - a) * 1000 / (o.workers - 2);
-    console.log(`\nThe fleet adds ${Math.round(perWorker)} µs on a core per launched worker.`);
-  })();
+  }
+  const a = two.tally.total;
+  const b = fleet.tally.total;
+  console.log(`| all | ${fmt(a)} | ${fmt(b)} | ${more(a, b)} |`);
+  const perWorker = ms(b - a) * 1000 / (o.workers - 2);
+  console.log(`\nThe fleet adds ${Math.round(perWorker)} µs on a core per launched worker.`);
 }
 
 try {
