@@ -20,7 +20,9 @@
  *     median of three runs (the 2-worker reference too; the peak resident size is the runs').
  *     Budget: >= 200,000/s and >= 80 % of 2 workers' figure with the same simulator, this run.
  *     At the main size also ten times the blocks, against 2 workers on as many: how much of the
- *     gap is the fleet's start.
+ *     gap is the fleet's start. The scheduler admits workers only while the admitted ones are
+ *     busy (admission by need, docs/design/REMOTE.md): no-op blocks keep them idle, so most of
+ *     the fleet waits, connected, held back; the figure says how many.
  *   - blocks of 10 ms: fleet utilisation, the workers' time inside blocks over their time from
  *     the last admission to the last block's end (or from the first launch, when some worker was
  *     never admitted: it counts as idle). A simulator's late timer lengthens its block, as the
@@ -132,6 +134,8 @@ interface CaseResult {
   readonly batches: number;
   readonly resultFrames: number;
   readonly refused: number;
+  /** Connections still waiting, not admitted, when the run ended (held back for lack of need). */
+  readonly waiting: number;
   readonly endings: Readonly<Record<string, number>>;
 }
 
@@ -262,6 +266,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
   const hwmMb = statusKb(process.pid, "VmHWM") / 1024;
   const rssMb = statusKb(process.pid, "VmRSS") / 1024;
   const refused = remote.server.refused;
+  const waiting = remote.server.waiting;
   await remote.close();
   const reports = await fleet.reports();
   await fleet.quit();
@@ -310,6 +315,7 @@ async function runCase(spec: CaseSpec): Promise<CaseResult> {
     batches: reports.reduce((n, r) => n + r.batches, 0),
     resultFrames: reports.reduce((n, r) => n + r.resultFrames, 0),
     refused,
+    waiting,
     endings: Object.fromEntries(fleet.endings),
   };
 }
@@ -551,7 +557,7 @@ async function drive(): Promise<void> {
           Number.isFinite(noop.steadyRate)
             ? `${fmt(noop.steadyRate)}/s once all were admitted`
             : noop.admitted < w
-            ? `only ${fmt(noop.admitted)} admitted`
+            ? `only ${fmt(noop.admitted)} admitted, ${fmt(noop.waiting)} held back`
             : "the last admitted as the run ended"
         })`,
         `>= ${fmt(THROUGHPUT_BUDGET)}/s, >= 80 % of 2 (${fmt(SHARE_OF_TWO * refRate)})`,
@@ -582,7 +588,7 @@ async function drive(): Promise<void> {
           } % of 2 workers on as many, ${fmt(twoRate)}/s; ${
             Number.isFinite(fleetLong.steadyRate)
               ? `${fmt(fleetLong.steadyRate)}/s once all were admitted`
-              : `${fmt(fleetLong.admitted)} admitted`
+              : `${fmt(fleetLong.admitted)} admitted, ${fmt(fleetLong.waiting)} held back`
           })`,
           "(the start amortised)",
         );
@@ -605,7 +611,11 @@ async function drive(): Promise<void> {
         `${fixed(100 * timed.utilisation, 1)} % (${fmt(rate)} blocks/s of ${
           fmt(w * 1000 / ms)
         } needed; ${done(timed)}; timers ${fixed(timed.lateMs, 2)} ms late${
-          timed.admitted < w ? `; over the whole run: only ${fmt(timed.admitted)} admitted` : ""
+          timed.admitted < w
+            ? `; over the whole run: only ${fmt(timed.admitted)} admitted, ${
+              fmt(timed.waiting)
+            } held back`
+            : ""
         })`,
         // The budget is for 10 ms blocks; longer ones show where this machine gets there.
         first ? `>= ${100 * UTILISATION_BUDGET} %` : "(trade-off)",

@@ -28,7 +28,11 @@ import {
   workerProof,
   writeSecretFile,
 } from "../lib/remote/auth.ts";
-import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_server.ts";
+import {
+  type AdmissionGate,
+  MAX_HANDSHAKES_PER_ADDRESS,
+  WorkerServer,
+} from "../lib/remote/worker_server.ts";
 import { MAX_WAITING_PER_ADDRESS } from "../lib/remote/waiting_room.ts";
 import { runRemoteWorker } from "../lib/remote/remote_worker.ts";
 import { parseHostPort } from "../lib/remote/address.ts";
@@ -62,6 +66,7 @@ async function startServer(
     maxWaiting?: number;
     maxWaitingPerAddress?: number;
     realDeadlines?: boolean;
+    gate?: AdmissionGate;
   } = {},
 ): Promise<Rig> {
   const secret = newSecret();
@@ -80,11 +85,13 @@ async function startServer(
     }),
     ...(options.maxHandshakes === undefined ? {} : { maxHandshakes: options.maxHandshakes }),
     ...(options.maxWaiting === undefined ? {} : { maxWaiting: options.maxWaiting }),
+    demandPollMs: 5,
     ...(options.maxWaitingPerAddress === undefined
       ? {}
       : { maxWaitingPerAddress: options.maxWaitingPerAddress }),
   });
   servers.push(server);
+  if (options.gate !== undefined) server.admitWhen(options.gate);
   server.expect(SLOT, (channel, hello) => {
     claimed.push({ slot: hello.slot ?? "", host: hello.host });
     channel.write(encodeFrame({ kind: "stop" }));
@@ -437,6 +444,133 @@ describe("worker server handshake", () => {
       /busy: 1 other connections are still in their handshake and 0 wait; connect again later/,
     );
     holder.socket.destroy();
+  });
+});
+
+/** A gate the test opens and closes; it says why it holds workers back. */
+class TestGate implements AdmissionGate {
+  open = true;
+  wanted(): boolean {
+    return this.open;
+  }
+  why(): string {
+    return "Workers wait: the test says so";
+  }
+}
+
+/** Give the server time to act on the gate (it asks again every 5 ms here). */
+async function polled(): Promise<void> {
+  await new Promise((r) => setTimeout(r, 30));
+  await settle();
+}
+
+describe("admission by need", () => {
+  it("holds a connection unread while no worker is needed, says why once, and admits it when one is", async () => {
+    const gate = new TestGate();
+    gate.open = false;
+    const rig = await startServer({ gate });
+    const clients = [new Client(rig.server.address.port), new Client(rig.server.address.port)];
+    await Promise.all(clients.map((c) => c.connected()));
+    const nonce = newNonce();
+    clients[0]!.hello(nonce);
+    clients[1]!.hello(newNonce(), "another slot");
+    await polled();
+    assert.deepEqual(clients.map((c) => c.frames), [[], []], "nobody read their hellos");
+    assert.equal(rig.server.holding, true);
+    assert.deepEqual(rig.log, ["Workers wait: the test says so"], "said once, not per worker");
+    gate.open = true;
+    const challenge = await clients[0]!.frame("challenge");
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    clients[0]!.send(encodeFrame({
+      kind: "auth",
+      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
+    }));
+    await clients[0]!.frame("stop");
+    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
+    assert.equal(rig.server.holding, false);
+    assert.equal(rig.server.refused, 0);
+    for (const c of clients) c.socket.destroy();
+  });
+
+  it("lets a worker whose handshake began before the gate closed prove itself, then holds it until a worker is needed", async () => {
+    const gate = new TestGate();
+    const rig = await startServer({ gate });
+    const c = new Client(rig.server.address.port);
+    await c.connected();
+    const nonce = newNonce();
+    c.hello(nonce);
+    const challenge = await c.frame("challenge");
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    gate.open = false;
+    c.send(
+      encodeFrame({ kind: "auth", mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT) }),
+    );
+    await polled();
+    assert.deepEqual(rig.claimed, [], "proven, but not handed to its slot");
+    assert.deepEqual(c.frames.map((f) => f.kind), ["challenge"]);
+    assert.equal(rig.server.holding, true);
+    gate.open = true;
+    await c.frame("stop");
+    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
+    c.socket.destroy();
+  });
+
+  it("reads a connection held 30 s: a stranger is refused, a worker proves itself and waits on, not told to come back", async () => {
+    const gate = new TestGate();
+    gate.open = false;
+    const rig = await startServer({ gate });
+    const stranger = new Client(rig.server.address.port);
+    const worker = new Client(rig.server.address.port);
+    await Promise.all([stranger.connected(), worker.connected()]);
+    stranger.send(new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n"));
+    const nonce = newNonce();
+    worker.hello(nonce);
+    await polled();
+    assert.deepEqual([stranger.frames, worker.frames], [[], []]);
+    rig.expireDeadlines(); // both waited WAITING_MS
+    await stranger.closed;
+    await refusedWith(rig, /does not speak the blockwise protocol/);
+    const challenge = await worker.frame("challenge");
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    worker.send(encodeFrame({
+      kind: "auth",
+      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
+    }));
+    await polled();
+    assert.deepEqual(worker.frames.map((f) => f.kind), ["challenge"], "no busy refusal");
+    assert.equal(rig.server.refused, 1, "the stranger only");
+    gate.open = true;
+    await worker.frame("stop");
+    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
+    worker.socket.destroy();
+  });
+
+  it("tells held workers, read or not, that the run has ended when it closes", async () => {
+    const gate = new TestGate();
+    const rig = await startServer({ gate });
+    const proven = new Client(rig.server.address.port);
+    await proven.connected();
+    const nonce = newNonce();
+    proven.hello(nonce);
+    const challenge = await proven.frame("challenge");
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    gate.open = false;
+    proven.send(encodeFrame({
+      kind: "auth",
+      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
+    }));
+    const unread = new Client(rig.server.address.port);
+    await unread.connected();
+    unread.hello(newNonce());
+    await polled();
+    await rig.server.close();
+    for (const c of [proven, unread]) {
+      const told = await c.frame("error");
+      assert.ok(told.kind === "error" && told.later === true, JSON.stringify(told));
+      assert.equal(errorText(told), "refused: the run has ended");
+      await c.closed;
+    }
+    assert.deepEqual(rig.claimed, []);
   });
 });
 

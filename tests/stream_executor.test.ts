@@ -3,7 +3,9 @@
  * is the worker relay (`serveWorker`) running real Web Workers, over in-process channels. The
  * same pipelines give the same counters as local Web Workers; crashes, failed setup, a wrong
  * pipeline file, a silent worker (lease, on a manual clock), a protocol mismatch, garbage and a
- * stop request are each handled without disturbing the rest of the run.
+ * stop request are each handled without disturbing the rest of the run. A launched worker that
+ * never connects is lost after the connect timeout, which waits while the worker server holds
+ * connections back for lack of need.
  */
 
 import { describe, it } from "node:test";
@@ -30,6 +32,7 @@ import {
   type StopReason,
 } from "../lib/execute/mod.ts";
 import type { ByteChannel } from "../lib/execute/byte_channel.ts";
+import type { ExecutorSpec } from "../lib/execute/executor.ts";
 import { StreamExecutor } from "../lib/execute/stream_executor.ts";
 import { serveWorker } from "../lib/execute/worker_relay.ts";
 import { encodeFrame, workerSideDecoder } from "../lib/execute/protocol/frames.ts";
@@ -289,5 +292,55 @@ describe("stream workers that misbehave", () => {
     const { result, notices } = await run(file, { executorFactory: factory });
     assert.equal(countersOf(result, "t").phase, "abandoned");
     assert.ok(notices.some((n) => /broke the protocol/.test(n)), notices.join("\n"));
+  });
+});
+
+describe("a launched worker that has not connected", () => {
+  /** A StreamExecutor of a running launch on a manual clock; `crashes` collects its end. */
+  function launched(held: { now: boolean }) {
+    const clock = new ManualClock();
+    const crashes: string[] = [];
+    const events = { crashed: (_e: unknown, reason: string) => crashes.push(reason) };
+    const spec = {
+      id: 0,
+      task: 0,
+      config: { timeout: null },
+      clock,
+      events,
+    } as unknown as ExecutorSpec;
+    const executor = new StreamExecutor({
+      spec,
+      channel: null,
+      pipelineSha256: null,
+      launch: { label: "job 7", phase: () => "running", endReason: () => "", cancel: () => {} },
+      connectTimeoutMs: 120_000,
+      connectHeld: () => held.now,
+    });
+    const tick = (ms: number) => {
+      clock.advance(ms);
+      executor.checkHealth(clock.now());
+    };
+    return { crashes, tick };
+  }
+
+  it("is lost when it does not connect within the connect timeout", () => {
+    const { crashes, tick } = launched({ now: false });
+    tick(0);
+    tick(119_000);
+    assert.deepEqual(crashes, []);
+    tick(2_000);
+    assert.match(crashes.join(), /job 7 started but its worker did not connect within 120 s/);
+  });
+
+  it("is not timed out while the server holds connections back (it may be one), and is after", () => {
+    const held = { now: true };
+    const { crashes, tick } = launched(held);
+    for (let i = 0; i < 10; i++) tick(60_000);
+    assert.deepEqual(crashes, [], "ten minutes held back: not lost");
+    held.now = false;
+    tick(60_000);
+    assert.deepEqual(crashes, [], "the timeout counts from when holding ended");
+    tick(61_000);
+    assert.equal(crashes.length, 1);
   });
 });

@@ -98,6 +98,18 @@ export interface ExecutorSpec {
   readonly runId: string;
   readonly clock: RunClock;
   readonly events: ExecutorEvents;
+  /**
+   * Whether the task could use one more worker now (`worker_demand.ts`): a worker server holds
+   * back connections no task needs. Absent: always.
+   */
+  readonly demand?: TaskDemand;
+}
+
+/** Whether a task could use one more worker now (`worker_demand.ts`). */
+export interface TaskDemand {
+  wanted(): boolean;
+  /** The last window's share of its workers' time in blocks (NaN: no verdict), for notices. */
+  readonly busyShare: number;
 }
 
 export type ExecutorFactory = (spec: ExecutorSpec) => Executor;

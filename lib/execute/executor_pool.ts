@@ -19,7 +19,7 @@ import {
   yieldable,
 } from "./budget_yield.ts";
 import type { BlockCompletion } from "./completion.ts";
-import type { Executor, ExecutorEvents, ExecutorFactory } from "./executor.ts";
+import type { Executor, ExecutorEvents, ExecutorFactory, TaskDemand } from "./executor.ts";
 import { ElasticWorkers } from "./elastic_workers.ts";
 import type { FillQueue } from "./fill_queue.ts";
 import { lostNotice } from "./lost_notice.ts";
@@ -31,6 +31,7 @@ import { Recalls } from "./recalls.ts";
 import { WorkerLifetimes } from "./run_stats.ts";
 import type { RunObserver } from "./run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
+import { taskDemands } from "./worker_demand.ts";
 
 export interface ExecutorPoolOptions {
   readonly pipelinePath: string;
@@ -82,11 +83,13 @@ export class ExecutorPool {
   /** Idle executors out of the budget until their task's turn comes back. */
   readonly #parked = new ParkedExecutors(this.lifetimes);
   readonly #elastic: ElasticWorkers; // tasks with launch.workers
+  readonly #demand: TaskDemand[]; // per task: could one more worker help now (servers ask)
 
   constructor(options: ExecutorPoolOptions) {
     this.#o = options;
     this.#elastic = new ElasticWorkers(options);
     this.#leavingCount = options.tasks.map(() => 0);
+    this.#demand = taskDemands(options.tasks, (t) => options.fills.running(t), options.clock);
     const { dag } = options.graph;
     this.#descendants = descendantsOf(dag.downstream);
     this.#readsTemporary = options.preferDownstream === true
@@ -140,7 +143,7 @@ export class ExecutorPool {
     if (!scheduler.isRunning(t)) return false;
     const available = source.available(t);
     if (available === 0 || this.#heldBack(t)) return false;
-    const alive = task.stats.alive - this.#leavingOf(t);
+    const alive = task.stats.alive - this.#leavingCount[t]!;
     if (alive >= task.config.maxWorkers) return false;
     if (!this.#elastic.allows(t, alive, available)) return false;
     // Do not start more executors than there are blocks waiting for one.
@@ -153,10 +156,6 @@ export class ExecutorPool {
     this.#freeBudgetFor(t);
     if (available >= BACKLOG && this.#readsTemporary[t]) this.#drainUpstreamOf(t);
     return budget.canAdmit(task.config.requires);
-  }
-
-  #leavingOf(t: number): number {
-    return this.#leavingCount[t]!;
   }
 
   /** It no longer leaves (it is gone); false when it was not leaving. */
@@ -228,6 +227,7 @@ export class ExecutorPool {
       runId: o.runId,
       clock: o.clock,
       events: o.events,
+      demand: this.#demand[t]!,
     });
     executor.window = Math.min(executor.window, o.maxWindow);
     o.budget.acquire(task.config.requires);
@@ -298,7 +298,7 @@ export class ExecutorPool {
       // An elastic task's idle workers beyond its min leave (blocks being checked may run).
       if (this.#elastic.range(t) !== undefined) {
         const waiting = source.available(t) + source.checking(t);
-        this.#elastic.release(t, this.#leavingOf(t), waiting, (e) => this.#retire(e, "clean"));
+        this.#elastic.release(t, this.#leavingCount[t]!, waiting, (e) => this.#retire(e, "clean"));
       }
       if (source.available(t) > 0 || scheduler.snapshot(t).pending > 0) return;
       // A block whose asynchronous check has not answered may still need to run: retiring now
@@ -347,7 +347,7 @@ export class ExecutorPool {
 
   /** Another task waits for budget: stop executors of tasks with nothing ready to run. */
   #freeBudgetFor(waiting: number): void {
-    const starved = this.#o.tasks[waiting]!.stats.alive - this.#leavingOf(waiting) === 0;
+    const starved = this.#o.tasks[waiting]!.stats.alive - this.#leavingCount[waiting]! === 0;
     this.#o.tasks.forEach((task, t) => {
       if (t === waiting) return;
       let n = yieldable(

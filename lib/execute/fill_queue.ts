@@ -73,6 +73,12 @@ export class FillQueue {
     return this.#tallies[task]!.empty - this.#starting[task]!.size;
   }
 
+  /** Executors of `task` that run blocks: neither starting nor gone (counted, not walked). */
+  running(task: number): number {
+    return this.#tasks[task]!.executors.size - this.#starting[task]!.size -
+      this.#startingNear[task]!.size;
+  }
+
   /**
    * Executors of `task` that are ready and hold nothing (counted, not walked: with thousands of
    * workers, walking them on every pump of a run's tail was a third of the scheduler's time).

@@ -62,6 +62,11 @@ export interface StreamExecutorOptions {
    * counts as lost (ms; default 120 s: a binary start and a module import on a slow shared disk).
    */
   readonly connectTimeoutMs?: number;
+  /**
+   * Whether the worker server holds connections back for lack of need (`worker_server.ts`):
+   * this worker may be one of them, connected but not read, so its connect timeout waits.
+   */
+  readonly connectHeld?: () => boolean;
   /** Its worker joins by hand (`launch: "manual"`): see `Executor.joined`. */
   readonly joined?: boolean;
   /** See `Executor.batchMs`. */
@@ -200,7 +205,9 @@ export class StreamExecutor implements Executor {
       this.#runningSince = Number.NaN;
       return;
     }
-    if (Number.isNaN(this.#runningSince)) this.#runningSince = now;
+    if (Number.isNaN(this.#runningSince) || this.#o.connectHeld?.() === true) {
+      this.#runningSince = now;
+    }
     const limit = this.#o.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     if (now - this.#runningSince > limit) {
       this.#die(

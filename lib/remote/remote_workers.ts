@@ -13,8 +13,9 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import * as os from "node:os";
 import process from "node:process";
-import type { ExecutorFactory, ExecutorSpec } from "../execute/executor.ts";
+import type { ExecutorFactory, ExecutorSpec, TaskDemand } from "../execute/executor.ts";
 import { StreamExecutor } from "../execute/stream_executor.ts";
+import { DEMAND_BUSY_SHARE } from "../execute/worker_demand.ts";
 import { REMOTE_TARGET_BATCH_MS } from "../execute/dispatch.ts";
 import {
   withLaunch,
@@ -107,6 +108,10 @@ export class RemoteWorkers {
   readonly #argv: (readonly string[] | undefined)[] = [];
   /** Tasks with `launch: "manual"`: their places for workers joining by hand. */
   readonly #joiners: Joiners;
+  /** Per task: its workers launched and not connected yet (held-back connections may be theirs). */
+  readonly #unconnected: number[];
+  /** Per task: whether it could use another worker now (from its first executor's spec). */
+  readonly #demand: (TaskDemand | undefined)[] = [];
   /** The secret's file for joiners (removed on close), or null. */
   #secretFile: string | null = null;
 
@@ -130,6 +135,8 @@ export class RemoteWorkers {
     );
     this.#connect = connectAddress(server.address);
     this.#joiners = new Joiners(options.pipeline, launches);
+    this.#unconnected = launches.map(() => 0);
+    server.admitWhen({ wanted: () => this.#wanted(), why: () => this.#whyHeld() });
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
     );
@@ -199,6 +206,39 @@ export class RemoteWorkers {
     return this.#server;
   }
 
+  /**
+   * Admission by need: a connection may be admitted while some task with workers still to
+   * connect could use one more, or while none waits for a worker. A task whose workers are local processes (Python) always can:
+   * they are few, and a held connection may be one of theirs.
+   */
+  #wanted(): boolean {
+    let waited = false;
+    for (let t = 0; t < this.#unconnected.length; t++) {
+      if (this.#unconnected[t] === 0) continue;
+      waited = true;
+      const demand = this.#demand[t];
+      if (demand === undefined || this.#launches[t]!.kind === "local" || demand.wanted()) {
+        return true;
+      }
+    }
+    // No task waits for a worker: whoever connects is told at once (a stranger, a joiner too
+    // many, a worker no longer wanted), not held.
+    return !waited;
+  }
+
+  #whyHeld(): string {
+    const shares = this.#demand.flatMap((d, t) =>
+      d === undefined || this.#unconnected[t] === 0 || Number.isNaN(d.busyShare)
+        ? []
+        : [`task "${this.#o.pipeline.tasks[t]!.id}" ${Math.round(100 * d.busyShare)} %`]
+    );
+    return `Workers that connect now wait, connected but not admitted, until the run can use them: the admitted workers spend under ${
+      Math.round(100 * DEMAND_BUSY_SHARE)
+    } % of their time in blocks (${
+      shares.join(", ")
+    }), so the scheduler or the ready blocks set the pace, and each worker admitted would slow the run; they are admitted as soon as the admitted ones are busier`;
+  }
+
   /** Tasks with `launch: "manual"`: write the secret (0600), take joiners, say how to join. */
   #openToJoiners(): void {
     const ids = this.#joiners.taskIds;
@@ -239,6 +279,13 @@ export class RemoteWorkers {
       env[WALLTIME_MARGIN_ENV] = String(launch.walltimeMargin);
     }
     let unexpect = (): void => {};
+    this.#demand[spec.task] ??= spec.demand;
+    let waiting = true;
+    this.#unconnected[spec.task]!++;
+    const connected = () => {
+      if (waiting) this.#unconnected[spec.task]!--;
+      waiting = false;
+    };
     const handle = launcher.launch({
       taskId: spec.config.id,
       workerId: spec.id,
@@ -260,12 +307,19 @@ export class RemoteWorkers {
       ...(launcher.connectTimeoutMs === undefined
         ? {}
         : { connectTimeoutMs: launcher.connectTimeoutMs }),
-      onEnd: () => unexpect(),
+      onEnd: () => {
+        connected();
+        unexpect();
+      },
+      connectHeld: () => this.#server.holding,
       joined: launch.kind === "manual",
       // Local Python workers keep the local batch size; others pay a network message a batch.
       ...(launch.kind === "local" ? {} : { batchMs: REMOTE_TARGET_BATCH_MS }),
     });
-    const claim = (channel: ByteChannel, hello: HelloMessage) => executor.attach(channel, hello);
+    const claim = (channel: ByteChannel, hello: HelloMessage) => {
+      connected();
+      return executor.attach(channel, hello);
+    };
     unexpect = launch.kind === "manual"
       ? this.#joiners.wait(spec.task, claim)
       : this.#server.expect(slot, claim);

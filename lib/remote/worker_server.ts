@@ -6,7 +6,9 @@
  * (an idle connection is dropped within HELLO_MS), the number of connections still in their
  * handshake is bounded in all and per address (so that idle connections from one address cannot
  * starve the workers). A connection over the bound in all waits, accepted and unread, in the
- * waiting room (`waiting_room.ts`) until a handshake ends. One refused (its address over a
+ * waiting room (`waiting_room.ts`) until a handshake ends, and so does every new connection
+ * while the run's admission gate says no task needs another worker (`admitWhen`: its workers
+ * spend most of their time waiting, so one more would only cost the scheduler). One refused (its address over a
  * bound, the waiting room full, or waiting too long) is told to come back (the worker retries
  * with backoff; it is not a crash). Refusals are logged at a bounded rate, closed without
  * touching the run. An admitted connection is handed to the executor that waits
@@ -20,32 +22,31 @@
 import { type ByteChannel, connectionChannel } from "../execute/byte_channel.ts";
 import { FLEET_BACKLOG, widenAcceptQueue } from "../runtime/accept_queue.ts";
 import { listenTcp, type TcpConnection, type TcpListener } from "../runtime/tcp.ts";
-import {
-  encodeFrame,
-  type FrameDecoder,
-  schedulerSideDecoder,
-  type SessionFrame,
-} from "../execute/protocol/frames.ts";
-import {
-  type FromWorker,
-  type HelloMessage,
-  PROTOCOL_VERSION,
-} from "../execute/protocol/messages.ts";
-import { isNonce, joinSlot, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
+import { encodeFrame } from "../execute/protocol/frames.ts";
+import type { HelloMessage } from "../execute/protocol/messages.ts";
 import type { HostPort } from "./address.ts";
+import { Handshake } from "./handshake.ts";
 import { RateLimitedLog } from "./log_limit.ts";
 import { MAX_WAITING, MAX_WAITING_PER_ADDRESS, WAITING_MS, WaitingRoom } from "./waiting_room.ts";
 
-/** Frames before authentication are small: a hello and an auth fit easily. */
-export const HANDSHAKE_FRAME_CAP = 16 * 1024;
-/** A hello and an auth take a few hundred bytes: a handshake's decoder starts this small. */
-const HANDSHAKE_BUFFER_BYTES = 1024;
 export const DEFAULT_HANDSHAKE_MS = 10_000;
 export const DEFAULT_MAX_HANDSHAKES = 256;
 /** Connections from one address in their handshake at once. */
 export const MAX_HANDSHAKES_PER_ADDRESS = 64;
-/** A connection that sent no hello by then is dropped (it holds a handshake slot). */
-export const HELLO_MS = 2_000;
+
+/** How often connections held back for lack of need ask the gate again (ms). */
+export const DEMAND_POLL_MS = 20;
+
+/**
+ * Whether the run can use another worker now (admission by need). A connection that arrives
+ * while it says no waits in the waiting room, unread, however long it takes (its WAITING_MS is
+ * renewed), and is admitted when it says yes again.
+ */
+export interface AdmissionGate {
+  wanted(): boolean;
+  /** Why workers are held back (a notice, once per run). */
+  why(): string;
+}
 
 /** Hands an admitted connection over; returns false when nobody wants it any more. */
 export type SlotClaim = (channel: ByteChannel, hello: HelloMessage) => boolean;
@@ -70,6 +71,8 @@ export interface WorkerServerOptions {
   readonly maxWaitingPerAddress?: number;
   /** Starts the handshake deadline; returns its cancel (tests inject a manual one). */
   readonly deadline?: (ms: number, expire: () => void) => () => void;
+  /** How often held connections ask the gate again (DEMAND_POLL_MS). */
+  readonly demandPollMs?: number;
 }
 
 /** A refused connection's last frame has this long to leave before the connection is dropped. */
@@ -99,6 +102,15 @@ export class WorkerServer {
   /** Connections the server drops as it closes are not refusals. */
   #closing = false;
   #joiners: JoinHandler | null = null;
+  #gate: AdmissionGate | null = null;
+  /** Asks the gate again while connections are held back; null when none is. */
+  #poll: ReturnType<typeof setTimeout> | null = null;
+  #heldNotice = false;
+  /** Workers that proved themselves while the gate said no, oldest first. */
+  readonly #proven = new Map<
+    TcpConnection,
+    { readonly peer: string; readonly hello: HelloMessage; readonly stopWatching: () => void }
+  >();
 
   private constructor(options: WorkerServerOptions, listener: TcpListener) {
     this.#o = options;
@@ -109,7 +121,17 @@ export class WorkerServer {
       max: options.maxWaiting ?? MAX_WAITING,
       perAddress: options.maxWaitingPerAddress ?? MAX_WAITING_PER_ADDRESS,
       deadline: options.deadline ?? realDeadline,
-      expired: ({ socket, peer }) =>
+      expired: ({ socket, address, peer }) => {
+        // Held back for lack of need, it is read now: a stranger is refused, a worker that
+        // proves itself waits on, proven (#holdProven). With no handshake slot free it waits on.
+        if (!this.#admits()) {
+          if (this.#canStart(address)) {
+            this.#handshake(socket, address, peer);
+            socket.resume();
+            return;
+          }
+          if (this.#waiting.enter(socket, address, peer) === null) return;
+        }
         this.#refuse(
           socket,
           peer,
@@ -118,7 +140,8 @@ export class WorkerServer {
           } s for one of ${max} handshakes to end; connect again later`,
           true,
           true,
-        ),
+        );
+      },
     });
   }
 
@@ -161,6 +184,25 @@ export class WorkerServer {
     };
   }
 
+  /** Admit connections only while `gate` says the run needs another worker (null: always). */
+  admitWhen(gate: AdmissionGate | null): void {
+    this.#gate = gate;
+    this.#admitWaiting();
+  }
+
+  /**
+   * Connections wait, held back, because no task needs another worker now: a launched worker
+   * not connected yet may be one of them, so its connect timeout does not run meanwhile.
+   */
+  get holding(): boolean {
+    return (this.#waiting.size > 0 || this.#proven.size > 0) && !this.#admits();
+  }
+
+  /** Connections accepted and not handed to a slot: waiting for a handshake or for need. */
+  get waiting(): number {
+    return this.#waiting.size + this.#proven.size;
+  }
+
   /** Admit workers joining by hand (no slot): `handler` says which executor takes each. */
   acceptJoiners(handler: JoinHandler | null): void {
     this.#joiners = handler;
@@ -174,6 +216,7 @@ export class WorkerServer {
    */
   close(): Promise<void> {
     this.#closing = true;
+    this.#stopPolling();
     const ended = encodeFrame({
       kind: "error",
       message: "refused: the run has ended",
@@ -186,6 +229,11 @@ export class WorkerServer {
     };
     for (const connection of [...this.#handshakes]) farewell(connection);
     this.#handshakes.clear();
+    for (const [connection, { stopWatching }] of this.#proven) {
+      stopWatching();
+      farewell(connection);
+    }
+    this.#proven.clear();
     this.#waiting.close(farewell);
     this.#refusals.flush();
     this.#slots.clear();
@@ -196,22 +244,41 @@ export class WorkerServer {
     const address = socket.remoteAddress ?? "?";
     const peer = `${address}:${socket.remotePort ?? "?"}`;
     const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
-    if (this.#handshakes.size < max || this.#waiting.full) {
+    const room = this.#handshakes.size < max;
+    if (this.#waiting.full || (room && this.#admits())) {
       return this.#handshake(socket, address, peer);
     }
     const refusal = this.#waiting.enter(socket, address, peer);
     if (refusal !== null) this.#refuse(socket, peer, `${refusal}; connect again later`, true, true);
+    else if (room) this.#holdBack();
   }
 
-  /** Start the handshakes of waiting connections while there is room. */
-  #admitWaiting(): void {
-    const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
-    while (this.#handshakes.size < max) {
-      const next = this.#waiting.next();
-      if (next === undefined) return;
-      this.#handshake(next.socket, next.address, next.peer);
-      next.socket.resume();
+  /** A handshake may start now for a connection from `address`. */
+  #canStart(address: string): boolean {
+    return this.#handshakes.size < (this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES) &&
+      (this.#perAddress.get(address) ?? 0) < MAX_HANDSHAKES_PER_ADDRESS;
+  }
+
+  #admits(): boolean {
+    return this.#gate === null || this.#gate.wanted();
+  }
+
+  /** A connection waits for need, not for a handshake slot: ask the gate again until it may go. */
+  #holdBack(): void {
+    if (!this.#heldNotice) {
+      this.#heldNotice = true;
+      this.#o.log(this.#gate!.why());
     }
+    if (this.#poll !== null || this.#closing) return;
+    this.#poll = setTimeout(() => {
+      this.#poll = null;
+      this.#admitWaiting();
+    }, this.#o.demandPollMs ?? DEMAND_POLL_MS);
+  }
+
+  #stopPolling(): void {
+    if (this.#poll !== null) clearTimeout(this.#poll);
+    this.#poll = null;
   }
 
   #handshake(socket: TcpConnection, address: string, peer: string): void {
@@ -254,7 +321,23 @@ export class WorkerServer {
 
   #admit(socket: TcpConnection, peer: string, hello: HelloMessage): void {
     this.#handshakes.delete(socket);
+    if (this.#admits()) this.#claim(socket, peer, hello);
+    else this.#holdProven(socket, peer, hello);
     this.#admitWaiting();
+  }
+
+  /**
+   * A worker proved itself while the gate says no (its handshake began before): it waits, paused
+   * (it sends nothing before init), and takes its slot when the gate says yes.
+   */
+  #holdProven(socket: TcpConnection, peer: string, hello: HelloMessage): void {
+    socket.pause();
+    const stopWatching = socket.onClose(() => this.#proven.delete(socket));
+    this.#proven.set(socket, { peer, hello, stopWatching });
+    this.#holdBack();
+  }
+
+  #claim(socket: TcpConnection, peer: string, hello: HelloMessage): void {
     if (hello.slot === undefined && hello.join !== undefined) {
       return this.#join(socket, peer, hello);
     }
@@ -274,6 +357,26 @@ export class WorkerServer {
     this.#slots.delete(slot);
     if (!claim(connectionChannel(socket), hello)) {
       this.#refuse(socket, peer, `the worker for slot ${slot} is no longer wanted`, true);
+    }
+  }
+
+  /** Workers held back after their handshake take their slots first, then waiting ones start. */
+  #admitWaiting(): void {
+    for (const [socket, { peer, hello, stopWatching }] of this.#proven) {
+      if (!this.#admits()) return this.#holdBack();
+      this.#proven.delete(socket);
+      stopWatching();
+      if (socket.closed) continue;
+      this.#claim(socket, peer, hello);
+      socket.resume();
+    }
+    const max = this.#o.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
+    while (this.#handshakes.size < max && this.#waiting.size > 0) {
+      if (!this.#admits()) return this.#holdBack();
+      const next = this.#waiting.next();
+      if (next === undefined) return;
+      this.#handshake(next.socket, next.address, next.peer);
+      next.socket.resume();
     }
   }
 
@@ -312,125 +415,5 @@ export class WorkerServer {
         }),
       );
     } else socket.destroy();
-  }
-}
-
-interface HandshakeEnd {
-  admitted(hello: HelloMessage): void;
-  /** `tell`: send the peer an error frame first (it spoke the protocol). */
-  refused(why: string, tell: boolean): void;
-}
-
-/**
- * One connection's handshake: hello (protocol, slot, worker nonce) -> challenge (scheduler
- * nonce, proof) -> auth (worker proof). Any other frame, a frame over the cap, bytes that are not
- * frames, a wrong proof or the deadline passing refuses the connection.
- */
-class Handshake {
-  readonly #socket: TcpConnection;
-  readonly #stopWatching: () => void;
-  readonly #secret: string;
-  readonly #end: HandshakeEnd;
-  readonly #decoder: FrameDecoder<FromWorker | SessionFrame> = schedulerSideDecoder(
-    HANDSHAKE_FRAME_CAP,
-    HANDSHAKE_BUFFER_BYTES,
-  );
-  readonly #nonce = newNonce();
-  readonly #cancelDeadline: () => void;
-  readonly #onData = (chunk: Uint8Array) => this.#data(chunk);
-  #hello: HelloMessage | null = null;
-  #done = false;
-
-  constructor(
-    socket: TcpConnection,
-    secret: string,
-    ms: number,
-    deadline: (ms: number, expire: () => void) => () => void,
-    end: HandshakeEnd,
-  ) {
-    this.#socket = socket;
-    this.#secret = secret;
-    this.#end = end;
-    const whole = deadline(
-      ms,
-      () => this.#finish(null, `no complete handshake within ${ms / 1000} s`),
-    );
-    const hello = deadline(Math.min(HELLO_MS, ms), () => {
-      if (this.#hello === null) this.#finish(null, `no hello within ${HELLO_MS / 1000} s`);
-    });
-    this.#cancelDeadline = () => {
-      whole();
-      hello();
-    };
-    this.#stopWatching = socket.onClose(() =>
-      this.#finish(null, "it closed the connection during the handshake")
-    );
-    socket.setOnData(this.#onData);
-  }
-
-  #data(chunk: Uint8Array): void {
-    if (this.#done) return;
-    let messages: (FromWorker | SessionFrame)[];
-    try {
-      messages = this.#decoder.push(chunk);
-    } catch (error) {
-      this.#finish(null, `it does not speak the blockwise protocol: ${(error as Error).message}`);
-      return;
-    }
-    messages.forEach((m, i) => {
-      if (!this.#done) this.#message(m, i === messages.length - 1);
-    });
-  }
-
-  #message(m: FromWorker | SessionFrame, last: boolean): void {
-    if (this.#hello === null) {
-      if (m.kind !== "hello") return this.#finish(null, `it sent "${m.kind}" before "hello"`, true);
-      if (m.protocol !== PROTOCOL_VERSION) {
-        return this.#finish(
-          null,
-          `it speaks protocol ${m.protocol} but this blockwise speaks ${PROTOCOL_VERSION}; run the same blockwise version on both sides`,
-          true,
-        );
-      }
-      if ((m.slot ?? m.join) === undefined || m.nonce === undefined || !isNonce(m.nonce)) {
-        return this.#finish(
-          null,
-          `its hello has no slot and nonce; a remote worker must be started by blockwise's launcher (blockwise worker --connect, with BLOCKWISE_WORKER_SLOT set) or join by hand (--secret-file)`,
-          true,
-        );
-      }
-      this.#hello = m;
-      this.#socket.write(encodeFrame({
-        kind: "challenge",
-        nonce: this.#nonce,
-        proof: schedulerProof(this.#secret, m.nonce, this.#nonce),
-      }));
-      return;
-    }
-    if (m.kind === "error") {
-      return this.#finish(null, `the worker refused this scheduler: ${m.message}`);
-    }
-    if (m.kind !== "auth") return this.#finish(null, `it sent "${m.kind}" instead of "auth"`, true);
-    const hello = this.#hello;
-    const slot = hello.slot ?? joinSlot(hello.join!);
-    const expected = workerProof(this.#secret, this.#nonce, hello.nonce!, slot);
-    if (!sameMac(m.mac, expected)) {
-      return this.#finish(null, "wrong secret (its proof does not match this run's)", true);
-    }
-    // A worker sends nothing after auth until it gets init: more frames now break the protocol.
-    if (!last || this.#decoder.buffered > 0) {
-      return this.#finish(null, "it sent frames after auth before receiving init", true);
-    }
-    this.#finish(hello, "");
-  }
-
-  #finish(hello: HelloMessage | null, why: string, tell = false): void {
-    if (this.#done) return;
-    this.#done = true;
-    this.#cancelDeadline();
-    this.#socket.setOnData(null);
-    this.#stopWatching();
-    if (hello !== null) this.#end.admitted(hello);
-    else this.#end.refused(why, tell);
   }
 }
