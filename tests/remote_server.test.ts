@@ -450,8 +450,12 @@ describe("worker server handshake", () => {
 /** A gate the test opens and closes; it says why it holds workers back. */
 class TestGate implements AdmissionGate {
   open = true;
+  none = false;
   wanted(): boolean {
     return this.open;
+  }
+  needsNone(): boolean {
+    return this.none;
   }
   why(): string {
     return "Workers wait: the test says so";
@@ -543,6 +547,35 @@ describe("admission by need", () => {
     await worker.frame("stop");
     assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
     worker.socket.destroy();
+  });
+
+  it("tells held workers, read or not, to leave cleanly once no worker of the run waits for its connection", async () => {
+    const gate = new TestGate();
+    const rig = await startServer({ gate });
+    const proven = new Client(rig.server.address.port);
+    await proven.connected();
+    const nonce = newNonce();
+    proven.hello(nonce);
+    const challenge = await proven.frame("challenge");
+    if (challenge.kind !== "challenge") throw new Error("unreachable");
+    gate.open = false;
+    proven.send(encodeFrame({
+      kind: "auth",
+      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
+    }));
+    const unread = new Client(rig.server.address.port);
+    await unread.connected();
+    unread.hello(newNonce());
+    await polled();
+    assert.equal(rig.server.waiting, 2);
+    gate.none = true; // the run retired the workers still starting: these are nobody's now
+    for (const c of [proven, unread]) {
+      const told = await c.frame("error");
+      assert.ok(told.kind === "error" && told.later === true, JSON.stringify(told));
+      assert.equal(errorText(told), "refused: the run needs no more workers");
+      await c.closed;
+    }
+    assert.deepEqual([rig.claimed, rig.server.waiting, rig.server.refused], [[], 0, 0]);
   });
 
   it("tells held workers, read or not, that the run has ended when it closes", async () => {

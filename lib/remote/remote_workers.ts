@@ -136,7 +136,11 @@ export class RemoteWorkers {
     this.#connect = connectAddress(server.address);
     this.#joiners = new Joiners(options.pipeline, launches);
     this.#unconnected = launches.map(() => 0);
-    server.admitWhen({ wanted: () => this.#wanted(), why: () => this.#whyHeld() });
+    server.admitWhen({
+      wanted: () => this.#wanted(),
+      needsNone: () => this.#unconnected.every((n) => n === 0),
+      why: () => this.#whyHeld(),
+    });
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
     );
@@ -230,13 +234,13 @@ export class RemoteWorkers {
     const shares = this.#demand.flatMap((d, t) =>
       d === undefined || this.#unconnected[t] === 0 || Number.isNaN(d.busyShare)
         ? []
-        : [`task "${this.#o.pipeline.tasks[t]!.id}" ${Math.round(100 * d.busyShare)} %`]
+        : [`task "${this.#o.pipeline.tasks[t]!.id}": ${Math.round(100 * d.busyShare)} %`]
     );
-    return `Workers that connect now wait, connected but not admitted, until the run can use them: the admitted workers spend under ${
+    return `Holding back the workers that connect from now on: the admitted ones spend under ${
       Math.round(100 * DEMAND_BUSY_SHARE)
     } % of their time in blocks (${
       shares.join(", ")
-    }), so the scheduler or the ready blocks set the pace, and each worker admitted would slow the run; they are admitted as soon as the admitted ones are busier`;
+    }), so more would not make the run faster (the scheduler or the ready blocks set its pace); they are admitted as soon as the admitted ones are busier`;
   }
 
   /** Tasks with `launch: "manual"`: write the secret (0600), take joiners, say how to join. */

@@ -44,6 +44,11 @@ export const DEMAND_POLL_MS = 20;
  */
 export interface AdmissionGate {
   wanted(): boolean;
+  /**
+   * No worker of the run waits for its connection (the run ended, or retired every one still
+   * starting): a held connection could only be refused, so it is told to leave, cleanly.
+   */
+  needsNone(): boolean;
   /** Why workers are held back (a notice, once per run). */
   why(): string;
 }
@@ -225,6 +230,7 @@ export class WorkerServer {
     const farewell = (connection: TcpConnection) => {
       if (connection.closed) return;
       connection.setOnData(null);
+      connection.resume(); // held ones are paused: under Deno they would not see the peer close
       endWith(connection, ended);
     };
     for (const connection of [...this.#handshakes]) farewell(connection);
@@ -251,6 +257,27 @@ export class WorkerServer {
     const refusal = this.#waiting.enter(socket, address, peer);
     if (refusal !== null) this.#refuse(socket, peer, `${refusal}; connect again later`, true, true);
     else if (room) this.#holdBack();
+  }
+
+  /** Tell every held connection the run needs no more workers: each exits 0, not as lost. */
+  #release(): void {
+    const none = encodeFrame({
+      kind: "error",
+      message: "refused: the run needs no more workers",
+      later: true,
+    });
+    const farewell = (connection: TcpConnection) => {
+      if (connection.closed) return;
+      connection.setOnData(null);
+      connection.resume(); // a paused socket would not see its peer close (under Deno)
+      endWith(connection, none);
+    };
+    for (const [connection, { stopWatching }] of this.#proven) {
+      stopWatching();
+      farewell(connection);
+    }
+    this.#proven.clear();
+    this.#waiting.close(farewell);
   }
 
   /** A handshake may start now for a connection from `address`. */
@@ -362,6 +389,7 @@ export class WorkerServer {
 
   /** Workers held back after their handshake take their slots first, then waiting ones start. */
   #admitWaiting(): void {
+    if (this.#gate?.needsNone() === true && this.waiting > 0) this.#release();
     for (const [socket, { peer, hello, stopWatching }] of this.#proven) {
       if (!this.#admits()) return this.#holdBack();
       this.#proven.delete(socket);
