@@ -4,6 +4,8 @@
  * starting, the notice said once with the task's busy share), and it takes its place as soon as
  * the demand says yes. Once no executor waits for a connection any more (the run retired the
  * one still starting), a held worker is told the run needs no more workers and exits cleanly.
+ * Before a task's first measure, it takes its first workers and holds the next until the
+ * measure comes or FIRST_MEASURE_MS passes.
  * Real workers join by hand in this process (`runRemoteWorker --secret-file`), on loopback.
  */
 
@@ -30,6 +32,7 @@ const newDir = scratchDirs("admission");
 class StubDemand implements TaskDemand {
   open = false;
   busyShare = 0.02;
+  decided = true;
   wanted(): boolean {
     return this.open;
   }
@@ -40,7 +43,7 @@ async function until(what: string, ok: () => boolean): Promise<void> {
   assert.ok(ok(), `timed out waiting for ${what}`);
 }
 
-async function setUp() {
+async function setUp(options: { firstClaims?: number; firstMeasureMs?: number } = {}) {
   const dir = newDir("manual");
   const file = path.join(dir, "pipeline.mjs");
   fs.writeFileSync(
@@ -57,6 +60,7 @@ async function setUp() {
     logDir: path.join(dir, "logs"),
     runId: "admission",
     log: (m) => notices.push(m),
+    ...options,
   });
   assert.ok(remote !== null);
   const ready: Executor[] = [];
@@ -119,6 +123,51 @@ describe("admission by need, through the run's remote workers", () => {
       executor.stop();
       const end = await worker.end;
       assert.equal(end.stopped, true, `${end.reason}\n${worker.log.join("\n")}`);
+    } finally {
+      await remote.close();
+    }
+  });
+
+  it("takes its first workers before any measure, and holds the next until the measure comes", async () => {
+    const { remote, ready, demand, launch, join } = await setUp({
+      firstClaims: 1,
+      firstMeasureMs: 60_000,
+    });
+    try {
+      demand.open = true;
+      demand.decided = false; // no window has ended: the task has no results yet
+      const executors = [launch(), launch()];
+      const first = join();
+      await until("the first worker to set up", () => ready.length === 1);
+      const second = join();
+      await until("the second worker to be held back", () => remote.server.waiting === 1);
+      assert.equal(ready.length, 1);
+      demand.decided = true; // the first window says the workers are busy
+      await until("the second worker to set up", () => ready.length === 2);
+      for (const e of executors) e.stop();
+      for (const w of [first, second]) assert.equal((await w.end).stopped, true);
+    } finally {
+      await remote.close();
+    }
+  });
+
+  it("lets the next workers in without a measure once FIRST_MEASURE_MS has passed", async () => {
+    const { ready, demand, launch, join, remote } = await setUp({
+      firstClaims: 1,
+      firstMeasureMs: 300,
+    });
+    try {
+      demand.open = true;
+      demand.decided = false; // blocks so long that no window ends
+      const executors = [launch(), launch()];
+      const first = join();
+      await until("the first worker to set up", () => ready.length === 1);
+      const firstAt = Date.now();
+      const second = join();
+      await until("the second worker to set up", () => ready.length === 2);
+      assert.ok(Date.now() - firstAt >= 250, `admitted after ${Date.now() - firstAt} ms`);
+      for (const e of executors) e.stop();
+      for (const w of [first, second]) assert.equal((await w.end).stopped, true);
     } finally {
       await remote.close();
     }

@@ -47,6 +47,7 @@ describe("admission by need", () => {
     task.now = 10 * DEMAND_WINDOW_MS;
     assert.equal(task.demand.wanted(), true);
     assert.ok(Number.isNaN(task.demand.busyShare));
+    assert.equal(task.demand.decided, false);
   });
 
   it("holds workers back once running ones spend nearly no time in blocks (no-op blocks)", () => {
@@ -54,7 +55,9 @@ describe("admission by need", () => {
     task.running = 50;
     task.work(1, 20, 0);
     assert.equal(task.demand.wanted(), true, "the window has just begun");
+    assert.equal(task.demand.decided, false);
     task.work(DEMAND_EARLY_MS, 20, 1e-6);
+    assert.equal(task.demand.decided, true);
     assert.equal(task.demand.wanted(), false, "many short blocks decide after the short window");
     // 20 blocks of 1 µs a millisecond: 2 % of each worker's time.
     assert.ok(Math.abs(task.demand.busyShare - 0.02) < 0.002, String(task.demand.busyShare));
@@ -77,6 +80,7 @@ describe("admission by need", () => {
     task.work(DEMAND_WINDOW_MS, 0.01, 0);
     assert.equal(task.demand.wanted(), true);
     assert.ok(Number.isNaN(task.demand.busyShare));
+    assert.equal(task.demand.decided, true, "the window ended without a verdict: decided");
   });
 
   it("counts a worker that joined mid-window for its part of the window only", () => {

@@ -108,6 +108,8 @@ export interface ExecutorSpec {
 /** Whether a task could use one more worker now (`worker_demand.ts`). */
 export interface TaskDemand {
   wanted(): boolean;
+  /** A window has ended since the task's first results: `wanted` rests on a measure. */
+  readonly decided: boolean;
   /** The last window's share of its workers' time in blocks (NaN: no verdict), for notices. */
   readonly busyShare: number;
 }

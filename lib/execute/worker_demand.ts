@@ -53,6 +53,7 @@ export class WorkerDemand implements TaskDemand {
   #blocks0 = 0;
   /** The last finished window's share of worker time in blocks; NaN when it said nothing. */
   #share = Number.NaN;
+  #decided = false;
 
   constructor(source: DemandSource) {
     this.#source = source;
@@ -62,6 +63,11 @@ export class WorkerDemand implements TaskDemand {
   wanted(): boolean {
     this.#observe();
     return !(this.#share < DEMAND_BUSY_SHARE);
+  }
+
+  get decided(): boolean {
+    this.#observe();
+    return this.#decided;
   }
 
   /** The last window's share of worker time in blocks (NaN: no verdict), for notices. */
@@ -88,6 +94,7 @@ export class WorkerDemand implements TaskDemand {
     this.#share = workers > 0 && blocks >= DEMAND_BLOCKS_PER_WORKER * workers
       ? (source.busySeconds() - this.#busy0) * 1000 / this.#workerMs
       : Number.NaN;
+    this.#decided = true;
     this.#start(now);
   }
 

@@ -54,6 +54,10 @@ import {
 import { WorkerServer } from "./worker_server.ts";
 
 export const CONNECT_ENV = "BLOCKWISE_CONNECT";
+/** Workers a task takes before its first measure of need (`#firstComeEnough`). */
+export const FIRST_CLAIMS = 64;
+/** How long the workers after those wait for that measure at most (ms). */
+export const FIRST_MEASURE_MS = 250;
 export { SLOT_ENV };
 export const WALLTIME_MARGIN_ENV = "BLOCKWISE_WALLTIME_MARGIN";
 
@@ -71,6 +75,10 @@ export interface RemoteWorkersOptions {
   readonly leaseMs?: number;
   /** Where the Python client is written (default: a per-user folder in the system's temp). */
   readonly pythonClientDir?: string;
+  /** Workers a task takes before its first measure of need (FIRST_CLAIMS). */
+  readonly firstClaims?: number;
+  /** How long later workers wait for that measure at most, ms (FIRST_MEASURE_MS). */
+  readonly firstMeasureMs?: number;
 }
 
 /** Each task's launch after `--launcher`; command tasks always run their blocks here. */
@@ -112,6 +120,9 @@ export class RemoteWorkers {
   readonly #unconnected: number[];
   /** Per task: whether it could use another worker now (from its first executor's spec). */
   readonly #demand: (TaskDemand | undefined)[] = [];
+  /** Per task: workers that took their slot, and when the first did (ms; NaN: none yet). */
+  readonly #claimed: number[];
+  readonly #firstClaimAt: number[];
   /** The secret's file for joiners (removed on close), or null. */
   #secretFile: string | null = null;
 
@@ -136,6 +147,8 @@ export class RemoteWorkers {
     this.#connect = connectAddress(server.address);
     this.#joiners = new Joiners(options.pipeline, launches);
     this.#unconnected = launches.map(() => 0);
+    this.#claimed = launches.map(() => 0);
+    this.#firstClaimAt = launches.map(() => Number.NaN);
     server.admitWhen({
       wanted: () => this.#wanted(),
       needsNone: () => this.#unconnected.every((n) => n === 0),
@@ -221,13 +234,22 @@ export class RemoteWorkers {
       if (this.#unconnected[t] === 0) continue;
       waited = true;
       const demand = this.#demand[t];
-      if (demand === undefined || this.#launches[t]!.kind === "local" || demand.wanted()) {
-        return true;
-      }
+      if (demand === undefined || this.#launches[t]!.kind === "local") return true;
+      if (demand.wanted() && (demand.decided || !this.#firstComeEnough(t))) return true;
     }
     // No task waits for a worker: whoever connects is told at once (a stranger, a joiner too
     // many, a worker no longer wanted), not held.
     return !waited;
+  }
+
+  /**
+   * Before its first measure a task takes FIRST_CLAIMS workers, then waits for the measure (its
+   * first results' window) up to FIRST_MEASURE_MS: a job array's workers connect within
+   * milliseconds, and without this one or two hundred took their slots before any block came back.
+   */
+  #firstComeEnough(t: number): boolean {
+    return this.#claimed[t]! >= (this.#o.firstClaims ?? FIRST_CLAIMS) &&
+      Date.now() - this.#firstClaimAt[t]! < (this.#o.firstMeasureMs ?? FIRST_MEASURE_MS);
   }
 
   #whyHeld(): string {
@@ -322,6 +344,7 @@ export class RemoteWorkers {
     });
     const claim = (channel: ByteChannel, hello: HelloMessage) => {
       connected();
+      if (this.#claimed[spec.task]!++ === 0) this.#firstClaimAt[spec.task] = Date.now();
       return executor.attach(channel, hello);
     };
     unexpect = launch.kind === "manual"
