@@ -7,10 +7,10 @@
  * handshake is bounded in all and per address (so that idle connections from one address cannot
  * starve the workers). A connection over the bound in all waits, accepted and unread, in the
  * waiting room (`waiting_room.ts`) until a handshake ends, and so does every new connection
- * while the run's admission gate says no task needs another worker (`admitWhen`: its workers
- * spend most of their time waiting, so one more would only cost the scheduler). One refused (its address over a
- * bound, the waiting room full, or waiting too long) is told to come back (the worker retries
- * with backoff; it is not a crash). Refusals are logged at a bounded rate, closed without
+ * while the run's admission gate says no task needs another worker (`admitWhen`: the workers
+ * spend most of their time waiting, so one more would only cost the scheduler). One refused
+ * (its address over a bound, the waiting room full, or waiting too long) is told to come back
+ * (the worker retries with backoff; it is not a crash). Refusals are logged at a bounded rate, closed without
  * touching the run. An admitted connection is handed to the executor that waits
  * on its slot. The listener asks the kernel for an accept queue of FLEET_BACKLOG
  * (lib/runtime/accept_queue.ts): with the 512 Bun asks for, most of 2,000 workers connecting at
@@ -39,8 +39,9 @@ export const DEMAND_POLL_MS = 20;
 
 /**
  * Whether the run can use another worker now (admission by need). A connection that arrives
- * while it says no waits in the waiting room, unread, however long it takes (its WAITING_MS is
- * renewed), and is admitted when it says yes again.
+ * while it says no waits in the waiting room, unread; after WAITING_MS it is read (a stranger is
+ * refused) and a worker that proves itself waits on, as long as it takes. Either is admitted
+ * when the gate says yes again.
  */
 export interface AdmissionGate {
   wanted(): boolean;
@@ -222,25 +223,7 @@ export class WorkerServer {
   close(): Promise<void> {
     this.#closing = true;
     this.#stopPolling();
-    const ended = encodeFrame({
-      kind: "error",
-      message: "refused: the run has ended",
-      later: true,
-    });
-    const farewell = (connection: TcpConnection) => {
-      if (connection.closed) return;
-      connection.setOnData(null);
-      connection.resume(); // held ones are paused: under Deno they would not see the peer close
-      endWith(connection, ended);
-    };
-    for (const connection of [...this.#handshakes]) farewell(connection);
-    this.#handshakes.clear();
-    for (const [connection, { stopWatching }] of this.#proven) {
-      stopWatching();
-      farewell(connection);
-    }
-    this.#proven.clear();
-    this.#waiting.close(farewell);
+    this.#sendAway("the run has ended", true);
     this.#refusals.flush();
     this.#slots.clear();
     return this.#listener.close();
@@ -259,19 +242,22 @@ export class WorkerServer {
     else if (room) this.#holdBack();
   }
 
-  /** Tell every held connection the run needs no more workers: each exits 0, not as lost. */
-  #release(): void {
-    const none = encodeFrame({
-      kind: "error",
-      message: "refused: the run needs no more workers",
-      later: true,
-    });
+  /**
+   * Tell every held connection (and, as the server closes, every one in its handshake) that the
+   * run wants no more workers, with `later`: each exits 0, not as a worker lost.
+   */
+  #sendAway(why: string, handshakes: boolean): void {
+    const last = encodeFrame({ kind: "error", message: `refused: ${why}`, later: true });
     const farewell = (connection: TcpConnection) => {
       if (connection.closed) return;
       connection.setOnData(null);
-      connection.resume(); // a paused socket would not see its peer close (under Deno)
-      endWith(connection, none);
+      connection.resume(); // held ones are paused: under Deno they would not see the peer close
+      endWith(connection, last);
     };
+    if (handshakes) {
+      for (const connection of [...this.#handshakes]) farewell(connection);
+      this.#handshakes.clear();
+    }
     for (const [connection, { stopWatching }] of this.#proven) {
       stopWatching();
       farewell(connection);
@@ -389,7 +375,9 @@ export class WorkerServer {
 
   /** Workers held back after their handshake take their slots first, then waiting ones start. */
   #admitWaiting(): void {
-    if (this.#gate?.needsNone() === true && this.waiting > 0) this.#release();
+    if (this.#gate?.needsNone() === true && this.waiting > 0) {
+      this.#sendAway("the run needs no more workers", false);
+    }
     for (const [socket, { peer, hello, stopWatching }] of this.#proven) {
       if (!this.#admits()) return this.#holdBack();
       this.#proven.delete(socket);
