@@ -154,8 +154,13 @@ class Client {
   }
 }
 
-/** A full handshake with `secret`; returns the client after sending auth. */
-async function handshake(rig: Rig, secret: string, slot = SLOT): Promise<Client> {
+/** A full handshake with `secret` (`beforeAuth` runs once challenged); returns the client after sending auth. */
+async function handshake(
+  rig: Rig,
+  secret: string,
+  slot = SLOT,
+  beforeAuth = (): void => {},
+): Promise<Client> {
   const c = new Client(rig.server.address.port);
   await c.connected();
   const nonce = newNonce();
@@ -164,6 +169,7 @@ async function handshake(rig: Rig, secret: string, slot = SLOT): Promise<Client>
   assert.equal(challenge.kind, "challenge");
   if (challenge.kind !== "challenge") throw new Error("unreachable");
   assert.equal(challenge.proof, schedulerProof(rig.secret, nonce, challenge.nonce));
+  beforeAuth();
   c.send(encodeFrame({ kind: "auth", mac: workerProof(secret, challenge.nonce, nonce, slot) }));
   return c;
 }
@@ -468,6 +474,31 @@ async function polled(): Promise<void> {
   await settle();
 }
 
+/** A worker that began its handshake and proves itself once the gate has closed. */
+function provenAfterGateCloses(rig: Rig, gate: TestGate): Promise<Client> {
+  return handshake(rig, rig.secret, SLOT, () => {
+    gate.open = false;
+  });
+}
+
+/** The gate opens: the held worker `c` takes its slot (the test's slot stops it at once). */
+async function takesItsSlotOnceOpen(rig: Rig, gate: TestGate, c: Client): Promise<void> {
+  gate.open = true;
+  await c.frame("stop");
+  assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
+  c.socket.destroy();
+}
+
+/** Two held back: a worker proven after the gate closed, and a connection never read. */
+async function heldTwo(rig: Rig, gate: TestGate): Promise<[Client, Client]> {
+  const proven = await provenAfterGateCloses(rig, gate);
+  const unread = new Client(rig.server.address.port);
+  await unread.connected();
+  unread.hello(newNonce());
+  await polled();
+  return [proven, unread];
+}
+
 describe("admission by need", () => {
   it("holds a connection unread while no worker is needed, says why once, and admits it when one is", async () => {
     const gate = new TestGate();
@@ -499,24 +530,12 @@ describe("admission by need", () => {
   it("lets a worker whose handshake began before the gate closed prove itself, then holds it until a worker is needed", async () => {
     const gate = new TestGate();
     const rig = await startServer({ gate });
-    const c = new Client(rig.server.address.port);
-    await c.connected();
-    const nonce = newNonce();
-    c.hello(nonce);
-    const challenge = await c.frame("challenge");
-    if (challenge.kind !== "challenge") throw new Error("unreachable");
-    gate.open = false;
-    c.send(
-      encodeFrame({ kind: "auth", mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT) }),
-    );
+    const c = await provenAfterGateCloses(rig, gate);
     await polled();
     assert.deepEqual(rig.claimed, [], "proven, but not handed to its slot");
     assert.deepEqual(c.frames.map((f) => f.kind), ["challenge"]);
     assert.equal(rig.server.holding, true);
-    gate.open = true;
-    await c.frame("stop");
-    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
-    c.socket.destroy();
+    await takesItsSlotOnceOpen(rig, gate, c);
   });
 
   it("reads a connection held 30 s: a stranger is refused, a worker proves itself and waits on, not told to come back", async () => {
@@ -543,30 +562,13 @@ describe("admission by need", () => {
     await polled();
     assert.deepEqual(worker.frames.map((f) => f.kind), ["challenge"], "no busy refusal");
     assert.equal(rig.server.refused, 1, "the stranger only");
-    gate.open = true;
-    await worker.frame("stop");
-    assert.deepEqual(rig.claimed, [{ slot: SLOT, host: "h" }]);
-    worker.socket.destroy();
+    await takesItsSlotOnceOpen(rig, gate, worker);
   });
 
   it("tells held workers, read or not, to leave cleanly once no worker of the run waits for its connection", async () => {
     const gate = new TestGate();
     const rig = await startServer({ gate });
-    const proven = new Client(rig.server.address.port);
-    await proven.connected();
-    const nonce = newNonce();
-    proven.hello(nonce);
-    const challenge = await proven.frame("challenge");
-    if (challenge.kind !== "challenge") throw new Error("unreachable");
-    gate.open = false;
-    proven.send(encodeFrame({
-      kind: "auth",
-      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
-    }));
-    const unread = new Client(rig.server.address.port);
-    await unread.connected();
-    unread.hello(newNonce());
-    await polled();
+    const [proven, unread] = await heldTwo(rig, gate);
     assert.equal(rig.server.waiting, 2);
     gate.none = true; // the run retired the workers still starting: these are nobody's now
     for (const c of [proven, unread]) {
@@ -581,21 +583,7 @@ describe("admission by need", () => {
   it("tells held workers, read or not, that the run has ended when it closes", async () => {
     const gate = new TestGate();
     const rig = await startServer({ gate });
-    const proven = new Client(rig.server.address.port);
-    await proven.connected();
-    const nonce = newNonce();
-    proven.hello(nonce);
-    const challenge = await proven.frame("challenge");
-    if (challenge.kind !== "challenge") throw new Error("unreachable");
-    gate.open = false;
-    proven.send(encodeFrame({
-      kind: "auth",
-      mac: workerProof(rig.secret, challenge.nonce, nonce, SLOT),
-    }));
-    const unread = new Client(rig.server.address.port);
-    await unread.connected();
-    unread.hello(newNonce());
-    await polled();
+    const [proven, unread] = await heldTwo(rig, gate);
     await rig.server.close();
     for (const c of [proven, unread]) {
       const told = await c.frame("error");
