@@ -129,7 +129,7 @@ describe("admission by need, through the run's remote workers", () => {
   });
 
   it("takes its first workers before any measure, and holds the next until the measure comes", async () => {
-    const { remote, ready, demand, launch, join } = await setUp({
+    const { remote, notices, ready, demand, launch, join } = await setUp({
       firstClaims: 1,
       firstMeasureMs: 60_000,
     });
@@ -142,6 +142,13 @@ describe("admission by need, through the run's remote workers", () => {
       const second = join();
       await until("the second worker to be held back", () => remote.server.waiting === 1);
       assert.equal(ready.length, 1);
+      assert.ok(
+        notices.includes(
+          `Task "a" took its first 1 worker; the next wait, connected, until its first blocks show whether it can use them (60 s at most)`,
+        ),
+        notices.join("\n"),
+      );
+      assert.ok(!notices.some((n) => /^Holding back/.test(n)), "not for lack of need");
       demand.decided = true; // the first window says the workers are busy
       await until("the second worker to set up", () => ready.length === 2);
       for (const e of executors) e.stop();

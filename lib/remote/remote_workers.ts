@@ -54,7 +54,7 @@ import {
 import { WorkerServer } from "./worker_server.ts";
 
 export const CONNECT_ENV = "BLOCKWISE_CONNECT";
-/** Workers a task takes before its first measure of need (`#firstComeEnough`). */
+/** Workers a task takes before its first measure of need (`#enoughBeforeMeasure`). */
 export const FIRST_CLAIMS = 64;
 /** How long the workers after those wait for that measure at most (ms). */
 export const FIRST_MEASURE_MS = 250;
@@ -123,6 +123,8 @@ export class RemoteWorkers {
   /** Per task: workers that took their slot, and when the first did (ms; NaN: none yet). */
   readonly #claimed: number[];
   readonly #firstClaimAt: number[];
+  /** The notices about held workers said so far ("unmeasured", "idle"): each once a run. */
+  readonly #said = new Set<string>();
   /** The secret's file for joiners (removed on close), or null. */
   #secretFile: string | null = null;
 
@@ -152,7 +154,7 @@ export class RemoteWorkers {
     server.admitWhen({
       wanted: () => this.#wanted(),
       needsNone: () => this.#unconnected.every((n) => n === 0),
-      why: () => this.#whyHeld(),
+      holding: () => this.#sayWhyHeld(),
     });
     this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
       "hex",
@@ -225,8 +227,8 @@ export class RemoteWorkers {
 
   /**
    * Admission by need: a connection may be admitted while some task with workers still to
-   * connect could use one more, or while none waits for a worker. A task whose workers are local processes (Python) always can:
-   * they are few, and a held connection may be one of theirs.
+   * connect could use one more, or while none waits for a worker. A task whose workers are local
+   * processes (Python) always can: they are few, and a held connection may be one of theirs.
    */
   #wanted(): boolean {
     let waited = false;
@@ -235,7 +237,7 @@ export class RemoteWorkers {
       waited = true;
       const demand = this.#demand[t];
       if (demand === undefined || this.#launches[t]!.kind === "local") return true;
-      if (demand.wanted() && (demand.decided || !this.#firstComeEnough(t))) return true;
+      if (demand.wanted() && (demand.decided || !this.#enoughBeforeMeasure(t))) return true;
     }
     // No task waits for a worker: whoever connects is told at once (a stranger, a joiner too
     // many, a worker no longer wanted), not held.
@@ -247,22 +249,44 @@ export class RemoteWorkers {
    * first results' window) up to FIRST_MEASURE_MS: a job array's workers connect within
    * milliseconds, and without this one or two hundred took their slots before any block came back.
    */
-  #firstComeEnough(t: number): boolean {
+  #enoughBeforeMeasure(t: number): boolean {
     return this.#claimed[t]! >= (this.#o.firstClaims ?? FIRST_CLAIMS) &&
       Date.now() - this.#firstClaimAt[t]! < (this.#o.firstMeasureMs ?? FIRST_MEASURE_MS);
   }
 
-  #whyHeld(): string {
-    const shares = this.#demand.flatMap((d, t) =>
-      d === undefined || this.#unconnected[t] === 0 || Number.isNaN(d.busyShare)
+  /** Say once why workers wait: before a task's first measure, and for lack of need. */
+  #sayWhyHeld(): void {
+    const waiting = this.#demand.flatMap((d, t) =>
+      d === undefined || this.#unconnected[t] === 0 ? [] : [{ d, t }]
+    );
+    const unmeasured = waiting.find(({ d, t }) => !d.decided && this.#enoughBeforeMeasure(t));
+    if (unmeasured !== undefined) {
+      if (this.#said.has("unmeasured")) return;
+      this.#said.add("unmeasured");
+      const n = this.#claimed[unmeasured.t]!;
+      this.#o.log(
+        `Task "${this.#o.pipeline.tasks[unmeasured.t]!.id}" took its first ${n} worker${
+          n === 1 ? "" : "s"
+        }; the next wait, connected, until its first blocks show whether it can use them (${
+          (this.#o.firstMeasureMs ?? FIRST_MEASURE_MS) / 1000
+        } s at most)`,
+      );
+      return;
+    }
+    if (this.#said.has("idle")) return;
+    this.#said.add("idle");
+    const shares = waiting.flatMap(({ d, t }) =>
+      Number.isNaN(d.busyShare)
         ? []
         : [`task "${this.#o.pipeline.tasks[t]!.id}": ${Math.round(100 * d.busyShare)} %`]
     );
-    return `Holding back the workers that connect from now on: the admitted ones spend under ${
-      Math.round(100 * DEMAND_BUSY_SHARE)
-    } % of their time in blocks (${
-      shares.join(", ")
-    }), so more would not make the run faster (the scheduler or the ready blocks set its pace); they are admitted as soon as the admitted ones are busier`;
+    this.#o.log(
+      `Holding back the workers that connect from now on: the admitted ones spend under ${
+        Math.round(100 * DEMAND_BUSY_SHARE)
+      } % of their time in blocks (${
+        shares.join(", ")
+      }), so more would not make the run faster (the scheduler or the ready blocks set its pace); they are admitted as soon as the admitted ones are busier`,
+    );
   }
 
   /** Tasks with `launch: "manual"`: write the secret (0600), take joiners, say how to join. */
@@ -308,7 +332,7 @@ export class RemoteWorkers {
     this.#demand[spec.task] ??= spec.demand;
     let waiting = true;
     this.#unconnected[spec.task]!++;
-    const connected = () => {
+    const stopWaiting = () => {
       if (waiting) this.#unconnected[spec.task]!--;
       waiting = false;
     };
@@ -334,7 +358,7 @@ export class RemoteWorkers {
         ? {}
         : { connectTimeoutMs: launcher.connectTimeoutMs }),
       onEnd: () => {
-        connected();
+        stopWaiting();
         unexpect();
       },
       connectHeld: () => this.#server.holding,
@@ -343,7 +367,7 @@ export class RemoteWorkers {
       ...(launch.kind === "local" ? {} : { batchMs: REMOTE_TARGET_BATCH_MS }),
     });
     const claim = (channel: ByteChannel, hello: HelloMessage) => {
-      connected();
+      stopWaiting();
       if (this.#claimed[spec.task]!++ === 0) this.#firstClaimAt[spec.task] = Date.now();
       return executor.attach(channel, hello);
     };

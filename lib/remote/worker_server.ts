@@ -50,8 +50,8 @@ export interface AdmissionGate {
    * starting): a held connection could only be refused, so it is told to leave, cleanly.
    */
   needsNone(): boolean;
-  /** Why workers are held back (a notice, once per run). */
-  why(): string;
+  /** A connection is being held back (at each hold: the gate says why, once per reason). */
+  holding(): void;
 }
 
 /** Hands an admitted connection over; returns false when nobody wants it any more. */
@@ -111,7 +111,6 @@ export class WorkerServer {
   #gate: AdmissionGate | null = null;
   /** Asks the gate again while connections are held back; null when none is. */
   #poll: ReturnType<typeof setTimeout> | null = null;
-  #heldNotice = false;
   /** Workers that proved themselves while the gate said no, oldest first. */
   readonly #proven = new Map<
     TcpConnection,
@@ -278,10 +277,7 @@ export class WorkerServer {
 
   /** A connection waits for need, not for a handshake slot: ask the gate again until it may go. */
   #holdBack(): void {
-    if (!this.#heldNotice) {
-      this.#heldNotice = true;
-      this.#o.log(this.#gate!.why());
-    }
+    this.#gate!.holding();
     if (this.#poll !== null || this.#closing) return;
     this.#poll = setTimeout(() => {
       this.#poll = null;
