@@ -256,6 +256,7 @@ export class RemoteWorkers {
 
   /** Say once why workers wait: before a task's first measure, and for lack of need. */
   #sayWhyHeld(): void {
+    if (this.#said.size === 2) return; // both said: nothing to work out at every hold
     const waiting = this.#demand.flatMap((d, t) =>
       d === undefined || this.#unconnected[t] === 0 ? [] : [{ d, t }]
     );
