@@ -29,6 +29,7 @@ import { acceptCommand, type AcceptOptions } from "./accept.ts";
 import { verifyCommand, type VerifyOptions } from "./verify.ts";
 import { workerCommand, type WorkerCommandOptions } from "./worker.ts";
 import { initCommand } from "./init.ts";
+import { daisySessionCommand } from "./daisy_session.ts";
 
 export function buildProgram(setExitCode: (code: number) => void): Command {
   const version = `${versionLine()}\n${carriedModulesLine()}`;
@@ -187,6 +188,14 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .action(async (opts: WorkerCommandOptions) => {
       setExitCode(await workerCommand(opts));
+    });
+
+  program.command("daisy-session", { hidden: true })
+    .description(
+      "serve the Python package's daisy API: JSON lines on stdin and stdout (docs/design/DAISY_API.md)",
+    )
+    .action(async () => {
+      setExitCode(await daisySessionCommand());
     });
 
   sub("status")

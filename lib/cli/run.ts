@@ -23,7 +23,13 @@ import { prepareWorkers } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { formatCount } from "../report/table.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
-import { createRunConsole, type RunConsole } from "../report/console_output.ts";
+import {
+  type ConsoleStream,
+  createRunConsole,
+  type RunConsole,
+} from "../report/console_output.ts";
+import type { Launcher } from "../remote/launcher.ts";
+import type { EmbeddedBlockRunner } from "../execute/serial_runner.ts";
 import { createEventLog, type EventLog } from "../report/events.ts";
 import { combineObservers } from "../report/observers.ts";
 import type { RunLocations } from "../report/summary.ts";
@@ -81,6 +87,14 @@ export interface RunCommandOptions {
   readonly launcher?: LaunchKind;
   /** `--lease SECONDS`: how long a remote worker may stay silent before it counts as lost. */
   readonly lease?: number;
+  /** The daisy session: starts the worker threads of its embedded Python tasks. */
+  readonly embeddedLauncher?: Launcher;
+  /** The daisy session's serial runs: runs one block of an embedded Python task. */
+  readonly embeddedBlock?: EmbeddedBlockRunner;
+  /** Told of the run as the console is (the daisy session's progress events). */
+  readonly observer?: RunObserver;
+  /** Where worker stdout goes (default this process's stdout). */
+  readonly workerStdout?: ConsoleStream;
 }
 
 export async function runCommand(file: string, options: RunCommandOptions): Promise<number> {
@@ -156,6 +170,7 @@ async function runStages(
     : createEventLog(options.events, pipeline.path, { blocks: options.eventsBlocks === true });
   const console = createRunConsole({
     stderr: process.stderr,
+    ...(options.workerStdout === undefined ? {} : { stdout: options.workerStdout }),
     mode: options.progress === false ? "off" : "auto",
     ...(options.progressInterval === undefined
       ? {}
@@ -163,7 +178,12 @@ async function runStages(
     logDir: options.logDir ?? null,
     color,
   });
-  const observer = combineObservers(console.observer, events, dashboard?.observer ?? null);
+  const observer = combineObservers(
+    console.observer,
+    events,
+    dashboard?.observer ?? null,
+    options.observer ?? null,
+  );
   let tracking: TrackingSession | null = null;
   let outputs: RunOutputs | null = null;
   const closeAll = (stoppedBy: StopReason | null, code: number | null) => {
@@ -354,7 +374,11 @@ async function runLoop(
   let result: RunResult;
   try {
     result = options.serial === true
-      ? await runSerial(pipeline, graph, { ...common, stopRequested: stop.reason })
+      ? await runSerial(pipeline, graph, {
+        ...common,
+        stopRequested: stop.reason,
+        ...(options.embeddedBlock === undefined ? {} : { embeddedBlock: options.embeddedBlock }),
+      })
       : await runParallel(pipeline, graph, {
         ...common,
         resources: options.resources ?? null,

@@ -6,6 +6,7 @@ import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
 import { defaultWorkerLogDir, effectiveLaunches, RemoteWorkers } from "../remote/remote_workers.ts";
 import { defaultPythonClientDir } from "../remote/python_client.ts";
 import { pruneWorkerLogFolders } from "../remote/worker_log_folders.ts";
+import type { Launcher } from "../remote/launcher.ts";
 
 /** The run options remote workers depend on. */
 export interface RemoteRunOptions {
@@ -15,6 +16,8 @@ export interface RemoteRunOptions {
   readonly lease?: number;
   readonly logDir?: string;
   readonly trackingDir?: string;
+  /** Starts the workers of embedded Python tasks (the daisy session's threads). */
+  readonly embeddedLauncher?: Launcher;
 }
 
 /** Remote workers when some task's run elsewhere; none with --serial (every block runs here). */
@@ -41,6 +44,9 @@ export async function openRemoteWorkers(
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.launcher === undefined ? {} : { launcher: options.launcher }),
     ...(options.lease === undefined ? {} : { leaseMs: options.lease * 1000 }),
+    ...(options.embeddedLauncher === undefined
+      ? {}
+      : { embeddedLauncher: options.embeddedLauncher }),
     logDir,
     runId,
     log,

@@ -22,6 +22,12 @@ export interface StopSwitch {
    * cleanup); the first signal's reason is `reason()`.
    */
   readonly setHardExit: (cleanup: (code: number) => void) => void;
+  /**
+   * Asks the run to stop as the first `reason` signal would, for a stop that arrives another
+   * way (the daisy session's `stop`, sent when Python gets a KeyboardInterrupt); `why` says what
+   * asked. Never exits the process: a second request is ignored.
+   */
+  readonly request: (reason: StopReason, why: string) => void;
   readonly dispose: () => void;
 }
 
@@ -47,6 +53,16 @@ export function installStopSwitch(
     );
     for (const l of listeners) l(signal);
   };
+  const request = (signal: StopReason, why: string): void => {
+    if (reason !== null) return;
+    reason = signal;
+    process.stderr.write(
+      phase === null
+        ? `\n${why}: finishing blocks in flight, then stopping.\n`
+        : `\n${why} while ${phase}: stopping before any block runs.\n`,
+    );
+    for (const l of listeners) l(signal);
+  };
   const onInt = handler("SIGINT");
   const onTerm = handler("SIGTERM");
   process.on("SIGINT", onInt);
@@ -56,6 +72,7 @@ export function installStopSwitch(
     onStop: (listener) => listeners.push(listener),
     setPhase: (p) => (phase = p),
     setHardExit: (c) => (cleanup = c),
+    request,
     dispose: () => {
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);

@@ -259,6 +259,8 @@ export class ParallelRun implements ExecutorEvents {
         counters: this.scheduler.snapshot(t),
         running: this.tasks[t]!.running(),
         queued: this.tasks[t]!.queued(),
+        workerFailures: this.tasks[t]!.stats.workerFailures,
+        restarts: this.tasks[t]!.stats.restarts,
         ...(temporary === null ? {} : { temporary }),
         ...(workers === null ? {} : { workers }),
       };
@@ -426,6 +428,7 @@ export class ParallelRun implements ExecutorEvents {
           workersSpawned: stats.workersSpawned,
           maxConcurrent: stats.maxConcurrent,
           restarts: stats.restarts,
+          workerFailures: stats.workerFailures,
           meanMs: stats.durations.meanMs,
           slopeMs: stats.durations.slopeMs,
           busySeconds: stats.durations.totalSeconds,

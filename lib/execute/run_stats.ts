@@ -179,6 +179,8 @@ export interface UtilizationReport {
     readonly workersSpawned: number;
     readonly maxConcurrent: number;
     readonly restarts: number;
+    /** Workers of the task that crashed, timed out or failed setup. */
+    readonly workerFailures: number;
     readonly meanMs: number;
     readonly slopeMs: number;
     readonly busySeconds: number;

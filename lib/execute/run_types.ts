@@ -40,6 +40,9 @@ export interface TaskResult {
   readonly queued?: number;
   /** An elastic task's workers (`launch.workers`); absent for other tasks. */
   readonly workers?: WorkerCounts;
+  /** Workers that crashed, timed out or failed setup, and how many were replaced (parallel runs). */
+  readonly workerFailures?: number;
+  readonly restarts?: number;
   /** A temporary task's live and deleted outputs (pipelines with `temporary` tasks). */
   readonly temporary?: TemporaryStats;
 }

@@ -30,6 +30,7 @@ import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import { InputError } from "../errors.ts";
 import type { ResumePlan } from "./resume_plan.ts";
+import type { Block } from "../pipeline/spec.ts";
 
 /** Longest stretch of blocks run without letting timers and signal handlers in. */
 const YIELD_EVERY_MS = 50;
@@ -52,11 +53,26 @@ export interface SerialRunOptions {
   readonly runId?: string;
   /** A temporary task's live and deleted outputs, for progress and the summary. */
   readonly temporaryStats?: (task: number) => TemporaryStats | null;
+  /** Runs a block of an embedded Python task (the daisy session's serial runs). */
+  readonly embeddedBlock?: EmbeddedBlockRunner;
+}
+
+/**
+ * Runs one block of an embedded Python task in the process that started the run (the daisy
+ * API's `multiprocessing=False`): resolves to null when it succeeded, else its failure.
+ */
+export type EmbeddedBlockRunner = (
+  block: Block,
+) => Promise<{ message: string; stack?: string } | null>;
+
+/** A Python task whose blocks need worker processes (not one run by the daisy session). */
+function needsWorkerProcesses(task: TaskConfig): boolean {
+  return task.kind === "python" && task.python.embedded !== true;
 }
 
 /** Python tasks need their worker processes: --serial (this thread only) cannot run them. */
 export function checkSerialRunnable(pipeline: PipelineConfig): void {
-  const python = pipeline.tasks.filter((t) => t.kind === "python").map((t) => `"${t.id}"`);
+  const python = pipeline.tasks.filter(needsWorkerProcesses).map((t) => `"${t.id}"`);
   if (python.length > 0) {
     throw new InputError(
       `--serial runs every block in blockwise's own thread, but task ${
@@ -200,8 +216,11 @@ export async function runSerial(
             outputs,
             env: commandEnv(t),
           });
+        } else if (options.embeddedBlock !== undefined) {
+          failure = await options.embeddedBlock(block);
+          if (failure !== null && !staging.empty) staging.discard(block);
         } else throw new Error(`Internal error: --serial cannot run Python task "${task.id}"`);
-        if (!staging.empty) report.commit = staging.collect(block, position);
+        if (failure === null && !staging.empty) report.commit = staging.collect(block, position);
       } catch (error) {
         failure = errorParts(error);
         if (!staging.empty) staging.discard(block);

@@ -290,6 +290,12 @@ export interface PythonSettings {
   readonly process: string;
   readonly setup: string | null;
   readonly interpreter: string;
+  /**
+   * The blocks run in threads of the Python process that started the run (the daisy API,
+   * `blockwise daisy-session`): no module is imported and no interpreter started; the session's
+   * launcher asks that process for each worker.
+   */
+  readonly embedded?: true;
 }
 
 /** A task whose blocks run a Python function in persistent Python worker processes. */

@@ -79,6 +79,11 @@ export interface RemoteWorkersOptions {
   readonly firstClaims?: number;
   /** How long later workers wait for that measure at most, ms (FIRST_MEASURE_MS). */
   readonly firstMeasureMs?: number;
+  /**
+   * Starts the workers of embedded Python tasks (threads of the Python process that runs the
+   * daisy API); required when the pipeline has such a task.
+   */
+  readonly embeddedLauncher?: Launcher;
 }
 
 /** Each task's launch after `--launcher`; command tasks always run their blocks here. */
@@ -176,11 +181,17 @@ export class RemoteWorkers {
       ? { host: "127.0.0.1", port: 0 }
       : parseHostPort(options.listen, "--listen", true);
     const processes = new LocalProcessLauncher();
-    const launchers = launches.map((l, t) =>
-      l.kind === "local" && pipeline.tasks[t]!.kind === "python"
-        ? processes
-        : makeLauncher(l, options)
-    );
+    const launchers = launches.map((l, t) => {
+      const task = pipeline.tasks[t]!;
+      if (l.kind !== "local" || task.kind !== "python") return makeLauncher(l, options);
+      if (task.python.embedded !== true) return processes;
+      if (options.embeddedLauncher === undefined) {
+        throw new Error(
+          `Internal error: task "${task.id}" runs in its Python process, but the run has no launcher for it`,
+        );
+      }
+      return options.embeddedLauncher;
+    });
     const secret = newSecret();
     let server: WorkerServer;
     try {
