@@ -9,7 +9,8 @@
 
 import process from "node:process";
 import { blockIdToJson } from "../blocks/mod.ts";
-import type { RunObserver, RunResult, TaskResult } from "../execute/run_types.ts";
+import type { BlockFailure, RunObserver, RunResult, TaskResult } from "../execute/run_types.ts";
+import { combineObservers } from "../report/observers.ts";
 import type { UtilizationReport } from "../execute/run_stats.ts";
 import { runPipeline } from "./run.ts";
 import { installStopSwitch, type StopSwitch } from "./signals.ts";
@@ -32,7 +33,12 @@ export interface RunInProgress {
   exited(task: string, worker: number, ok: boolean, error: string | null): void;
   checked(q: number, done: boolean): void;
   ran(q: number, failure: Failure, stop: boolean): void;
+  /** Python closed the session: stop, and answer for it whatever it still owed. */
+  peerGone(): void;
 }
+
+/** Failed attempts the answer lists at most (the ledger and errors.jsonl keep them all). */
+const MAX_FAILURES = 100;
 
 export function blockEventJson(block: Block): JsonObject {
   return {
@@ -122,12 +128,32 @@ export async function runForSession(
       checks.delete(q);
     },
     ran: (q, failure, stopNow) => {
-      if (stopNow) stop.request("SIGINT", "The process function raised in a serial run");
+      if (stopNow) stop.request("SIGINT", "Stopping: the process function raised in a serial run");
       blocks.get(q)?.(failure);
       blocks.delete(q);
     },
+    peerGone: () => {
+      stop.request("SIGTERM", "Stopping: the Python process closed the session");
+      owedNothing();
+    },
   });
-  const observer = progressEvents(channel, (r) => (result = r));
+  const owedNothing = () => {
+    for (const resolve of checks.values()) resolve(false);
+    for (const resolve of blocks.values()) {
+      resolve({ message: "the Python process ended before the block finished" });
+    }
+    checks.clear();
+    blocks.clear();
+  };
+  const failures: BlockFailure[] = [];
+  const observer = combineObservers(
+    progressEvents(channel, (r) => (result = r)),
+    {
+      blockFailed: (failure) => {
+        if (failures.length < MAX_FAILURES) failures.push(failure);
+      },
+    },
+  );
   let code: number;
   try {
     code = await runPipeline(pipeline.config, {
@@ -150,9 +176,7 @@ export async function runForSession(
   } finally {
     attach(null);
     stop.dispose();
-    // A run that ended (or failed) while Python still owed answers: nobody waits for them now.
-    for (const resolve of checks.values()) resolve(false);
-    for (const resolve of blocks.values()) resolve({ message: "the run ended" });
+    owedNothing();
   }
   const finished = result as RunResult | null;
   if (finished === null) {
@@ -163,7 +187,7 @@ export async function runForSession(
     outcome: finished.outcome,
     states: statesJson(finished.tasks),
     stats: runStatsJson(finished.utilization),
-    failures: finished.failures.map((f) => ({
+    failures: failures.map((f) => ({
       task: f.taskId,
       id: blockIdToJson(f.blockId),
       attempt: f.attempt,

@@ -153,7 +153,7 @@ export function daisySessionCommand(): Promise<number> {
     () => {
       if (inputEnded) return;
       inputEnded = true;
-      if (running) run?.stop("Stopping: the Python process closed the session");
+      if (running) run?.peerGone();
       else void channel.flush().then(() => finish(0));
     },
   );

@@ -172,6 +172,8 @@ export function prepareWorkers(
 ): string[] {
   const lines: string[] = [];
   for (const [t, written] of pipeline.tasks.entries()) {
+    // Threads of the Python process that runs the daisy API: it tunes its own allocator.
+    if (written.kind === "python" && written.python.embedded === true) continue;
     const task = withLaunch(written, launches[t]);
     const line = describeWorkerEnvironment(task, workerEnvironment(task, process.env));
     if (line !== null) lines.push(line);
