@@ -308,7 +308,7 @@ describe("daisy session: scheduler", () => {
 });
 
 describe("daisy session: serial runs", () => {
-  const serialRun = (trackingDir: string, failOn: number | null = null) => {
+  const serialRun = (failOn: number | null = null) => {
     const ran: string[] = [];
     const checked: string[] = [];
     const onEvent = (peer: Peer) => (m: Message) => {
@@ -340,11 +340,11 @@ describe("daisy session: serial runs", () => {
     "runs each block through the peer after its upstream block, resumes from the ledger",
     SLOW,
     async () => {
-      const dir = newDir();
+      const dir = newDir("resume");
       const trackingDir = path.join(dir, "tracking");
       const peer = new Peer();
       try {
-        const first = serialRun(trackingDir);
+        const first = serialRun();
         const id = peer.ask("run", { pipeline, options: { serial: true, trackingDir } });
         const answer = await peer.answer(id, first.onEvent(peer));
         assert.equal(answer["code"], 0, peer.stderr.join(""));
@@ -354,7 +354,7 @@ describe("daisy session: serial runs", () => {
         assert.equal(states["b"]!["completed"], 4);
         assert.ok(fs.existsSync(path.join(trackingDir, "a", "zarr.json")));
 
-        const second = serialRun(trackingDir);
+        const second = serialRun();
         const again = await peer.answer(
           peer.ask("run", { pipeline, options: { serial: true, trackingDir } }),
           second.onEvent(peer),
@@ -368,11 +368,11 @@ describe("daisy session: serial runs", () => {
   );
 
   it("stops at a failed block when the peer says so, recording the failure", SLOW, async () => {
-    const dir = newDir();
+    const dir = newDir("fail-fast");
     const trackingDir = path.join(dir, "tracking");
     const peer = new Peer();
     try {
-      const run = serialRun(trackingDir, 2);
+      const run = serialRun(2);
       const answer = await peer.answer(
         peer.ask("run", { pipeline, options: { serial: true, trackingDir } }),
         run.onEvent(peer),
@@ -389,7 +389,7 @@ describe("daisy session: serial runs", () => {
   });
 
   it("ends a run and exits when Python closes its end", SLOW, async () => {
-    const dir = newDir();
+    const dir = newDir("eof");
     const trackingDir = path.join(dir, "tracking");
     const peer = new Peer();
     peer.ask("run", { pipeline, options: { serial: true, trackingDir } });
