@@ -367,6 +367,35 @@ describe("daisy session: serial runs", () => {
     },
   );
 
+  it(
+    "creates a task's store in a folder that holds only daisy's worker logs, keeping them",
+    SLOW,
+    async () => {
+      const trackingDir = path.join(newDir("logs-first"), "tracking");
+      fs.mkdirSync(path.join(trackingDir, "a"), { recursive: true });
+      fs.writeFileSync(
+        path.join(trackingDir, "a", "worker_0.out"),
+        "printed by an untracked run\n",
+      );
+      const peer = new Peer();
+      try {
+        const run = serialRun();
+        const answer = await peer.answer(
+          peer.ask("run", { pipeline, options: { serial: true, trackingDir } }),
+          run.onEvent(peer),
+        );
+        assert.equal(answer["code"], 0, peer.stderr.join(""));
+        assert.ok(fs.existsSync(path.join(trackingDir, "a", "zarr.json")));
+        assert.equal(
+          fs.readFileSync(path.join(trackingDir, "a", "worker_0.out"), "utf8"),
+          "printed by an untracked run\n",
+        );
+      } finally {
+        await peer.close();
+      }
+    },
+  );
+
   it("stops at a failed block when the peer says so, recording the failure", SLOW, async () => {
     const dir = newDir("fail-fast");
     const trackingDir = path.join(dir, "tracking");

@@ -53,6 +53,7 @@ const TASK_KEYS = [
   "tracking",
   "resourceTracking",
   "skipMask",
+  "outputs",
 ] as const;
 
 /** Never called: an embedded task's blocks run in Python; validation wants a way to run them. */

@@ -309,7 +309,16 @@ function isMissingOrEmpty(dir: string): boolean {
     if (errorCode(error) === "ENOENT" || errorCode(error) === "ENOTDIR") return true;
     throw error;
   }
-  return stat.isDirectory() && fs.readdirSync(dir).length === 0;
+  return stat.isDirectory() && fs.readdirSync(dir).every(isWorkerLog);
+}
+
+/**
+ * The per-worker log files of the daisy API (`worker_<n>.out` and `.err`), which daisy keeps in
+ * the same folder as a task's done marker: a folder holding only these counts as empty, and a
+ * store created there takes them in.
+ */
+export function isWorkerLog(name: string): boolean {
+  return /^worker_\d+\.(out|err)$/.test(name);
 }
 
 /**
@@ -411,7 +420,13 @@ function buildStore(dir: string, attributes: StoreAttributes): boolean {
     writeFileDurable(path.join(tmp, "zarr.json"), documentText(groupMetadata(attributes)));
     fsyncDirectory(tmp);
     try {
-      if (fs.existsSync(dir)) fs.rmdirSync(dir); // empty, checked by the caller
+      if (fs.existsSync(dir)) {
+        // Empty but for worker logs (checked by the caller): they move into the new store.
+        for (const name of fs.readdirSync(dir)) {
+          fs.renameSync(path.join(dir, name), path.join(tmp, name));
+        }
+        fs.rmdirSync(dir);
+      }
       fs.renameSync(tmp, dir);
     } catch (error) {
       const code = errorCode(error);
