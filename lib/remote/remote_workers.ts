@@ -108,7 +108,7 @@ export class RemoteWorkers {
   readonly #server: WorkerServer;
   readonly #secret: string;
   readonly #connect: HostPort;
-  readonly #sha256: string;
+  readonly #sha256: string | null;
   readonly #launchers: (Launcher | null)[];
   readonly #launches: LaunchConfig[];
   /** The Python client's file, when the pipeline has Python tasks. */
@@ -161,9 +161,13 @@ export class RemoteWorkers {
       needsNone: () => this.#unconnected.every((n) => n === 0),
       holding: () => this.#sayWhyHeld(),
     });
-    this.#sha256 = createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest(
-      "hex",
+    // A daisy script's tasks all run in its own process: there is no pipeline file to load.
+    const embeddedOnly = options.pipeline.tasks.every((t) =>
+      t.kind === "python" && t.python.embedded === true
     );
+    this.#sha256 = embeddedOnly
+      ? null
+      : createHash("sha256").update(fs.readFileSync(options.pipeline.path)).digest("hex");
   }
 
   /** Null when every task's workers are Web Workers or commands here (nothing to listen for). */
