@@ -23,11 +23,7 @@ import { prepareWorkers } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { formatCount } from "../report/table.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
-import {
-  type ConsoleStream,
-  createRunConsole,
-  type RunConsole,
-} from "../report/console_output.ts";
+import { type ConsoleStream, createRunConsole, type RunConsole } from "../report/console_output.ts";
 import type { Launcher } from "../remote/launcher.ts";
 import type { EmbeddedBlockRunner } from "../execute/serial_runner.ts";
 import { createEventLog, type EventLog } from "../report/events.ts";
