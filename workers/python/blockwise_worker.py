@@ -538,6 +538,11 @@ def error_text(error):
     return "%s: %s" % (name, text) if text != "" else name
 
 
+# Files whose frames a failed block's stack leaves out (a program embedding this client adds its
+# own calls into user code).
+OWN_FILES = {__file__}
+
+
 def error_fields(error):
     if isinstance(error, OutputProblem):
         return {"message": str(error)}
@@ -554,7 +559,7 @@ def error_fields(error):
         message += "; caused by " + error_text(cause)
     tb = error.__traceback__
     # This client's own frames (the calls into user code) are not the user's business.
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+    while tb is not None and tb.tb_frame.f_code.co_filename in OWN_FILES:
         tb = tb.tb_next
     stack = "".join(traceback.format_exception(type(error), error, tb)).rstrip("\n")
     return {"message": message, "stack": stack}
@@ -599,6 +604,17 @@ class Results(object):
 
 
 class Session(object):
+    """One connection to the scheduler: the worker protocol for one task.
+
+    A program that runs blocks in its own process (blockwise's daisy API, in threads) subclasses
+    it: `initialise` (`setup_task`, then `self.call`), `block_maker`, and the flags below."""
+
+    # This process is a worker: sys.stdout and sys.stderr go to the scheduler.
+    capture_output = True
+    # A failed block ends the worker (`closing`) after its result is sent.
+    end_on_failure = False
+    end_on_failure_reason = "a block failed"
+
     def __init__(self, sock, slot, secret, walltime, join=None):
         self.sock = sock
         self.slot = slot
@@ -624,6 +640,8 @@ class Session(object):
         self.leaving = False
         self.blocks_done = 0
         self.seconds_done = 0.0
+        # Set when serve() returns: the heartbeat thread ends.
+        self.ended = threading.Event()
         try:
             self.poller = select.poll()
             self.poller.register(sock, select.POLLIN)
@@ -757,16 +775,19 @@ class Session(object):
             self.refuse("the scheduler speaks protocol %s but this worker speaks %d; run the "
                         "same blockwise version on both sides" % (init.get("protocol"), PROTOCOL))
         threading.Thread(target=self.heartbeats, name="blockwise-heartbeat", daemon=True).start()
-        stdout = LineWriter(self, "stdout", 1)
-        stderr = LineWriter(self, "stderr", 2)
-        sys.stdout, sys.stderr = stdout, stderr
+        writers = ()
+        if self.capture_output:
+            writers = (LineWriter(self, "stdout", 1), LineWriter(self, "stderr", 2))
+            sys.stdout, sys.stderr = writers
         try:
             if self.initialise(init):
                 self.send_json(READY, {})
                 self.run_blocks()
         finally:
-            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-            for writer in (stdout, stderr):
+            self.ended.set()
+            if writers:
+                sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+            for writer in writers:
                 try:
                     writer.finish()
                 except SessionEnd:
@@ -779,7 +800,17 @@ class Session(object):
         self.send_json(SETUP_FAILED, value)
         return False
 
+    def setup_task(self, init):
+        """What every worker takes from `init`: the task, its tiling, outputs and params."""
+        self.task_id = init["taskId"]
+        self.layout = Layout(init["layout"])
+        self.measure = bool(init.get("measure"))
+        plans = init.get("outputs") or []
+        self.outputs = Outputs(plans, init.get("runId") or "run") if plans else None
+        self.params = dict(init.get("params") or {})
+
     def initialise(self, init):
+        """Load the task's module and setup(): sets `self.call`; False after setup-failed."""
         python = init.get("python")
         if not isinstance(python, dict):
             return self.setup_failed(
@@ -802,12 +833,7 @@ class Session(object):
                     "The Python module %s on %s differs from the scheduler's (SHA-256 %s... "
                     "instead of %s...); make sure every node sees the same file (a shared "
                     "filesystem, not a copy)" % (path, host, sha[:12], expected[:12]))
-        self.task_id = init["taskId"]
-        self.layout = Layout(init["layout"])
-        self.measure = bool(init.get("measure"))
-        plans = init.get("outputs") or []
-        self.outputs = Outputs(plans, init.get("runId") or "run") if plans else None
-        self.params = dict(init.get("params") or {})
+        self.setup_task(init)
         try:
             module = import_module(path)
             name = python.get("process") or "process"
@@ -879,13 +905,28 @@ class Session(object):
         with self.lock:
             self.send(self.results.take())
 
-    def run_blocks(self):
-        layout = self.layout
-        fill = layout.fill
-        call = self.call
+    def block_maker(self):
+        """The function (position, attempt) -> the block that `self.call` gets."""
+        fill = self.layout.fill
         task_id = self.task_id
         params = self.params
+
+        def make(position, attempt):
+            block = Block()
+            block.task_id = task_id
+            block.attempt = int(attempt)
+            block.params = params
+            block.outputs = {}
+            fill(block, position)
+            return block
+
+        return make
+
+    def run_blocks(self):
+        make = self.block_maker()
+        call = self.call
         outputs = self.outputs
+        end_on_failure = self.end_on_failure
         measure = self.measure
         meter = Meter() if measure else None
         results = self.results = Results(9 if measure else 3, outputs is not None)
@@ -926,11 +967,7 @@ class Session(object):
                 continue
             position, attempt = popleft()
             p = int(position)
-            block = Block()
-            block.task_id = task_id
-            block.attempt = int(attempt)
-            block.params = params
-            fill(block, p)
+            block = make(p, attempt)
             now = monotonic()
             with lock:
                 self.running = (position, now)
@@ -943,7 +980,8 @@ class Session(object):
             t0 = perf_counter()
             error = None
             try:
-                block.outputs = outputs.prepare(block) if outputs is not None else {}
+                if outputs is not None:
+                    block.outputs = outputs.prepare(block)
                 call(block)
                 if outputs is not None:
                     results.commits.append(outputs.collect(block, p))
@@ -993,12 +1031,15 @@ class Session(object):
                         or t1 - results.first >= FLUSH_AFTER_SECONDS):
                     self.announced = False
                     send(results.take())
+            if fields is not None and end_on_failure:
+                self.flush()
+                self.send_json(CLOSING, {"reason": self.end_on_failure_reason})
+                raise SessionEnd(self.end_on_failure_reason, 1)
 
     # -- the heartbeat thread --
 
     def heartbeats(self):
-        while True:
-            time.sleep(HEARTBEAT_SECONDS)
+        while not self.ended.wait(HEARTBEAT_SECONDS):
             try:
                 with self.lock:
                     running = self.running
@@ -1017,10 +1058,15 @@ class Session(object):
             except SessionEnd:
                 pass
             if running is not None and self.peer_gone():
-                # The main thread is inside user code and cannot notice: the scheduler dropped
-                # this worker (a timeout, the run ended), so the block must not go on.
-                log("The scheduler closed the connection while a block ran; exiting")
-                os._exit(1)
+                self.peer_lost()
+                return
+
+    def peer_lost(self):
+        """The scheduler hung up while a block ran."""
+        # The main thread is inside user code and cannot notice: the scheduler dropped this
+        # worker (a timeout, the run ended), so the block must not go on.
+        log("The scheduler closed the connection while a block ran; exiting")
+        os._exit(1)
 
     def peer_gone(self):
         if self.hangup is not None:
@@ -1223,6 +1269,29 @@ def size_thread_pools(env):
             env[name] = str(max(1, cores))
 
 
+def serve_connected(host, port, env, make_session):
+    """Connect to the scheduler and serve the session `make_session(sock)` makes, connecting
+    again while the scheduler says it is busy; returns the session once it is over."""
+    # A scheduler busy with other connections' handshakes says so: come back, not a crash.
+    busy_until = time.monotonic() + BUSY_PATIENCE_SECONDS
+    wait = 0.25
+    while True:
+        sock = connect(host, port, env)
+        session = make_session(sock)
+        try:
+            session.serve()
+            return session
+        except Busy as busy:
+            sock.close()
+            if time.monotonic() + wait > busy_until:
+                raise SessionEnd("The scheduler stayed busy for %d s: %s"
+                                 % (BUSY_PATIENCE_SECONDS, busy))
+            pause = wait / 2 + random.random() * wait / 2
+            log("The scheduler is busy (%s); connecting again in %d ms" % (busy, pause * 1000))
+            time.sleep(pause)
+            wait = min(2 * wait, 5.0)
+
+
 def main(argv):
     env = os.environ
     size_thread_pools(env)
@@ -1252,24 +1321,7 @@ def main(argv):
         host, port = parse_address(target)
         end = job_end(env)
         walltime = None if end is None else (end, walltime_margin(env))
-        # A scheduler busy with other connections' handshakes says so: come back, not a crash.
-        busy_until = time.monotonic() + BUSY_PATIENCE_SECONDS
-        wait = 0.25
-        while True:
-            sock = connect(host, port, env)
-            session = Session(sock, slot, secret, walltime, join)
-            try:
-                session.serve()
-                break
-            except Busy as busy:
-                sock.close()
-                if time.monotonic() + wait > busy_until:
-                    raise SessionEnd("The scheduler stayed busy for %d s: %s"
-                                     % (BUSY_PATIENCE_SECONDS, busy))
-                pause = wait / 2 + random.random() * wait / 2
-                log("The scheduler is busy (%s); connecting again in %d ms" % (busy, pause * 1000))
-                time.sleep(pause)
-                wait = min(2 * wait, 5.0)
+        serve_connected(host, port, env, lambda sock: Session(sock, slot, secret, walltime, join))
     except Refusal as refusal:
         log(str(refusal))
         return 2

@@ -1,0 +1,1 @@
+../../workers/python/blockwise_worker.py
