@@ -7,6 +7,10 @@
 #   ./compile.sh --target T       dist/blockwise-T for target T
 #   ./compile.sh --all            dist/blockwise-T for every target
 #
+# Each build also writes the Python wheel dist/blockwise-<version>-py3-none-<platform tag>.whl
+# (python/build_wheel.py: the package in python/blockwise/ with that binary as its `blockwise`
+# command), which installs offline: `v/bin/pip install --no-index dist/blockwise-*.whl`.
+#
 # The targets and the Bun runtime each one embeds are pinned in package.json ("bunRuntimes":
 # npm package, version, integrity). The runtime is fetched with `npm pack` (so only from the npm
 # registry, and from npm's cache when it is there), checked against the pinned integrity, kept
@@ -133,6 +137,22 @@ runtime() {
   echo "$binary"
 }
 
+# wheel BINARY TARGET: the Python wheel for TARGET with BINARY as its `blockwise` command. x86-64
+# has one wheel (the platform tag cannot tell the CPUs apart): linux-x64's when both are built.
+wheel() {
+  local binary=$1 target=$2 started=$SECONDS written
+  if [ "$target" = linux-x64-baseline ] && printf '%s\n' "${chosen[@]}" | grep -qxF linux-x64; then
+    echo "compile.sh: the x86-64 Python wheel holds linux-x64's binary, not linux-x64-baseline's" >&2
+    return 0
+  fi
+  if ! command -v python3 >/dev/null; then
+    echo "compile.sh: no python3 on PATH: skipped the Python wheel for $target (dist/blockwise-*.whl)" >&2
+    return 0
+  fi
+  written=$(python3 python/build_wheel.py --binary "$binary" --target "$target" --out dist)
+  echo "compile.sh: wrote $(pwd)/$written ($(du -h "$written" | cut -f1), $((SECONDS - started)) s)" >&2
+}
+
 entries=(main.ts lib/demo/demo_module.ts)
 shopt -s nullglob
 for worker in workers/*.ts; do entries+=("$worker"); done
@@ -150,4 +170,5 @@ for target in "${chosen[@]}"; do
     --define "BLOCKWISE_BUILD_TARGET:\"$target\"" \
     "${entries[@]}" --outfile "$out" >&2
   echo "compile.sh: built $(pwd)/$out for $target ($(du -h "$out" | cut -f1), $((SECONDS - started)) s)" >&2
+  wheel "$out" "$target"
 done
