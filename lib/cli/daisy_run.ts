@@ -57,6 +57,10 @@ export interface RunOptionsJson {
   readonly trackingDir: string | null;
   readonly resourceTracking: boolean;
   readonly events: string | null;
+  /** Where worker processes on other machines connect (`--listen`), or null for loopback. */
+  readonly listen: string | null;
+  /** The live dashboard (`--serve`): true for its default address, or HOST:PORT. */
+  readonly serve: string | true | null;
 }
 
 export function parseRunOptions(value: unknown): RunOptionsJson {
@@ -94,6 +98,8 @@ export function parseRunOptions(value: unknown): RunOptionsJson {
     trackingDir: text("trackingDir"),
     resourceTracking: o["resourceTracking"] === true,
     events: text("events"),
+    listen: text("listen"),
+    serve: o["serve"] === true ? true : text("serve"),
   };
 }
 
@@ -162,6 +168,8 @@ export async function runForSession(
       ...(options.resources === null ? {} : { resources: options.resources }),
       ...(options.trackingDir === null ? {} : { trackingDir: options.trackingDir }),
       ...(options.events === null ? {} : { events: options.events }),
+      ...(options.listen === null ? {} : { listen: options.listen }),
+      ...(options.serve === null ? {} : { serve: options.serve }),
       resourceTracking: options.resourceTracking,
       embeddedLauncher: launcher,
       embeddedBlock: (block) =>

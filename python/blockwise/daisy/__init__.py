@@ -30,6 +30,7 @@ from .v1_compat import (
     set_done_marker_basedir,
     set_tracking_basedir,
 )
+from . import logging, v1_compat, v2  # noqa: E402 - `daisy.v2` and friends as attributes
 
 __all__ = [
     "Block",

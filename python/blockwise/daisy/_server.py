@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -41,6 +42,8 @@ _BLOCKWISE_OPTIONS = {
     "tracking_dir": "trackingDir",
     "resource_tracking": "resourceTracking",
     "events": "events",
+    "listen": "listen",
+    "serve": "serve",
 }
 
 
@@ -85,6 +88,8 @@ def _run_options(serial: bool, resources: Any, progress: bool,
                 % (key, ", ".join(sorted(_BLOCKWISE_OPTIONS))))
         if name == "resourceTracking":
             value = bool(value)
+        elif name == "serve" and isinstance(value, bool):
+            value = True if value else None  # True: the dashboard at its default address
         elif value is not None:
             value = str(value)
         options[name] = value
@@ -115,7 +120,8 @@ def topo_order(spec: Mapping[str, Any]) -> List[str]:
 class _Prepared:
     """A pipeline as the session gets it, and the Python side the events need."""
 
-    def __init__(self, pipeline: Any, block_tracking: bool) -> None:
+    def __init__(self, pipeline: Any, block_tracking: bool,
+                 tracking_dir: Optional[str] = None) -> None:
         self.pipeline = _task.to_pipeline(pipeline)
         self.masks = MaskFiles()
         try:
@@ -124,6 +130,13 @@ class _Prepared:
         except BaseException:
             self.masks.cleanup()
             raise
+        if tracking_dir is not None and block_tracking:
+            # run_blockwise(tracking_dir=...): this run's ledger folder for every task without a
+            # path of its own, over the tracking basedir and daisy.logging's log basedir.
+            base = os.path.abspath(str(tracking_dir))
+            for task, spec in zip(self.pipeline.tasks, self.spec["tasks"]):
+                if task.done_marker_path is None and spec["tracking"] is not False:
+                    spec["tracking"] = os.path.join(base, task.task_id)
         self.tasks: Dict[str, Any] = {t.task_id: t for t in self.pipeline.tasks}
         self.modes = {t["id"]: t["mode"] for t in self.spec["tasks"]}
         self.order = topo_order(self.spec)
@@ -315,7 +328,7 @@ def _execute(pipeline: Any, *, serial: bool, resources: Any, progress: Any,
     """Run `pipeline`; returns (states, the run's answer, the task order)."""
     if not isinstance(block_tracking, bool):
         raise TypeError("block_tracking must be True or False; got %r" % (block_tracking,))
-    prepared = _Prepared(pipeline, block_tracking)
+    prepared = _Prepared(pipeline, block_tracking, extra.get("tracking_dir"))
     try:
         if server is not None:
             server.last_task_order = prepared.order

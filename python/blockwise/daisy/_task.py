@@ -921,7 +921,8 @@ def task_spec(
         "check": task.check_function is not None,
         "mode": process_mode(task.process_function),
         "tracking": _tracking_value(task, block_tracking, tracking_dir_default),
-        "resourceTracking": task.resource_tracking,
+        # null follows the run (run_blockwise(resource_tracking=True)); True turns it on here
+        "resourceTracking": True if task.resource_tracking else None,
         "skipMask": None if mask is None else os.path.abspath(mask),
     }
     if task.outputs is not None:
