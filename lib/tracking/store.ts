@@ -48,6 +48,7 @@ import {
 } from "./migrate.ts";
 import { ensureFolder, refusingSystemErrors } from "./tracking_paths.ts";
 import { forEachBlockRun } from "./block_runs.ts";
+import { adoptWorkerLogs, isMissingOrEmpty } from "./store_folder.ts";
 
 export type { StoreAttributes } from "./store_metadata.ts";
 
@@ -300,27 +301,6 @@ export class TrackingStore {
   }
 }
 
-function isMissingOrEmpty(dir: string): boolean {
-  let stat: fs.Stats;
-  try {
-    stat = fs.statSync(dir);
-  } catch (error) {
-    // ENOTDIR: a file above it; creating the store says so.
-    if (errorCode(error) === "ENOENT" || errorCode(error) === "ENOTDIR") return true;
-    throw error;
-  }
-  return stat.isDirectory() && fs.readdirSync(dir).every(isWorkerLog);
-}
-
-/**
- * The per-worker log files of the daisy API (`worker_<n>.out` and `.err`), which daisy keeps in
- * the same folder as a task's done marker: a folder holding only these counts as empty, and a
- * store created there takes them in.
- */
-export function isWorkerLog(name: string): boolean {
-  return /^worker_\d+\.(out|err)$/.test(name);
-}
-
 /**
  * Check an existing store with the validator; migrate a grown volume, add resource arrays
  * switched on later; refuse anything else that differs. Returns the store's attributes.
@@ -421,10 +401,7 @@ function buildStore(dir: string, attributes: StoreAttributes): boolean {
     fsyncDirectory(tmp);
     try {
       if (fs.existsSync(dir)) {
-        // Empty but for worker logs (checked by the caller): they move into the new store.
-        for (const name of fs.readdirSync(dir)) {
-          fs.renameSync(path.join(dir, name), path.join(tmp, name));
-        }
+        adoptWorkerLogs(dir, tmp); // empty but for them, checked by the caller
         fs.rmdirSync(dir);
       }
       fs.renameSync(tmp, dir);
