@@ -18,13 +18,17 @@ import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { withTimeout } from "./fixtures/parallel/harness.ts";
 import {
   CLIENT_FILE,
+  GEOMETRY_FILE,
   type Peer,
   PYTHON,
   pythonInit,
   pythonMissing,
   startPeer,
 } from "./fixtures/python_peer.ts";
-import { PYTHON_CLIENT_SOURCE } from "../lib/remote/python_client_source.ts";
+import {
+  PYTHON_CLIENT_SOURCE,
+  PYTHON_GEOMETRY_SOURCE,
+} from "../lib/remote/python_client_source.ts";
 import { MAX_HANDSHAKES_PER_ADDRESS, WorkerServer } from "../lib/remote/worker_server.ts";
 import { encodeFrame } from "../lib/execute/protocol/frames.ts";
 import { embeddedModule } from "../workers/python/embed.ts";
@@ -89,33 +93,52 @@ async function authenticated(peer: Peer): Promise<void> {
 describe("the Python client's source", () => {
   it("is what the binary carries, and lib/remote/python_client_source.ts is up to date", () => {
     const text = fs.readFileSync(CLIENT_FILE, "utf8");
+    const geometry = fs.readFileSync(GEOMETRY_FILE, "utf8");
     assert.ok(
       PYTHON_CLIENT_SOURCE === text,
       "the embedded client differs from workers/python/blockwise_worker.py: run bun workers/python/embed.ts",
+    );
+    assert.ok(
+      PYTHON_GEOMETRY_SOURCE === geometry,
+      "the embedded geometry module differs from python/blockwise/geometry.py: run bun workers/python/embed.ts",
+    );
+    assert.equal(
+      fs.readFileSync(path.join(path.dirname(CLIENT_FILE), "blockwise_geometry.py"), "utf8"),
+      geometry,
+      "workers/python/blockwise_geometry.py is the package's geometry.py (a symlink)",
     );
     const generated = fs.readFileSync(
       path.join(path.dirname(CLIENT_FILE), "..", "..", "lib", "remote", "python_client_source.ts"),
       "utf8",
     );
-    assert.equal(generated, embeddedModule(text));
+    assert.equal(generated, embeddedModule(text, geometry));
   });
 
-  it("parses as Python 3.8 and imports nothing outside the standard library", SKIP, () => {
-    const found = python(
-      `import ast, json
-tree = ast.parse(open(${JSON.stringify(CLIENT_FILE)}).read(), feature_version=(3, 8))
-names = set()
-for node in ast.walk(tree):
-    if isinstance(node, ast.Import):
-        names.update(a.name.split(".")[0] for a in node.names)
-    elif isinstance(node, ast.ImportFrom):
-        names.add(node.module.split(".")[0])
-std = getattr(sys, "stdlib_module_names", None)
-print(json.dumps(sorted(n for n in names if std is not None and n not in std)))`,
-      null,
-    );
-    assert.deepEqual(found, []);
-  });
+  it(
+    "parses as Python 3.8 and imports nothing outside the standard library but its geometry",
+    SKIP,
+    () => {
+      const found = python(
+        `import ast, json
+out = {}
+for name, path in json.load(sys.stdin).items():
+    tree = ast.parse(open(path).read(), feature_version=(3, 8))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            names.add("." * node.level + (node.module or "").split(".")[0])
+    std = getattr(sys, "stdlib_module_names", None)
+    out[name] = sorted(n for n in names if std is not None and n not in std)
+print(json.dumps(out))`,
+        { client: CLIENT_FILE, geometry: GEOMETRY_FILE },
+      );
+      // The client's geometry: blockwise_geometry.py beside it (as blockwise writes it), the
+      // package's sibling module inside the package, the installed package's otherwise.
+      assert.deepEqual(found, { client: [".", "blockwise"], geometry: [] });
+    },
+  );
 });
 
 describe("the Python client's session", () => {

@@ -438,7 +438,7 @@ describe("Python tasks through the CLI", () => {
       assert.ok(prefix !== null, describeRun(r));
       assert.equal(prefix[1], "2", "a's two workers are w0 and w1");
       const runs = fs.readdirSync(path.join(tracking, ".workers")).filter((n) =>
-        !n.endsWith(".py")
+        !n.startsWith("blockwise-client-")
       );
       const logs = fs.readdirSync(path.join(tracking, ".workers", runs[0]!)).sort();
       assert.deepEqual(logs, ["a-worker-0.log", "a-worker-1.log", "b-worker-2.log"]);

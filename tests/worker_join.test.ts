@@ -212,7 +212,7 @@ def process(block, state):
       "the join line",
     );
     const [, interpreter, client, connect, secretFile] = m;
-    assert.match(client!, /blockwise_worker-[0-9a-f]+\.py$/);
+    assert.match(client!, /blockwise-client-[0-9a-f]{16}\/blockwise_worker\.py$/);
     const js = await worker(["--connect", connect!, "--secret-file", secretFile!], dir).done;
     assert.equal(js.code, 1, js.stderr);
     assert.match(js.stderr, /task "py" runs Python: join it with blockwise's Python client/);

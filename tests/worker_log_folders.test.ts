@@ -41,11 +41,16 @@ describe("pruneWorkerLogFolders", () => {
     );
     const notes = runFolder(workers, "notes", 48 * 60 * MINUTE, now);
     fs.writeFileSync(path.join(workers, "blockwise_worker-0123456789abcdef.py"), "# client\n");
+    const client = path.join(workers, "blockwise-client-0123456789abcdef");
+    fs.mkdirSync(client);
+    fs.writeFileSync(path.join(client, "blockwise_worker.py"), "# client\n");
+    fs.utimesSync(client, new Date(now - 72 * 60 * MINUTE), new Date(now - 72 * 60 * MINUTE));
 
     const removed = pruneWorkerLogFolders(path.join(workers, randomUUID()), now);
     assert.deepEqual(removed.sort(), [...old].sort());
     for (const kept of [...newest, recent, notes]) assert.ok(fs.existsSync(kept), kept);
     assert.ok(fs.existsSync(path.join(workers, "blockwise_worker-0123456789abcdef.py")));
+    assert.ok(fs.existsSync(path.join(client, "blockwise_worker.py")), "the client folder stays");
   });
 
   it("a log written within the hour keeps an old folder (its run may still be going)", () => {

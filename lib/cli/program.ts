@@ -184,7 +184,11 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .option(
       "--python-client",
-      "print the Python client that runs Python tasks' workers (one file, standard library only) and exit",
+      "print the Python client that runs Python tasks' workers (blockwise_worker.py, standard library only) and exit; it imports blockwise_geometry.py from its folder, or blockwise's installed Python package: --python-client-dir writes both",
+    )
+    .option(
+      "--python-client-dir <dir>",
+      "write the Python client's folder into DIR (blockwise-client-<sha>/ with blockwise_worker.py and the blockwise_geometry.py it imports), print the path of its blockwise_worker.py and exit",
     )
     .action(async (opts: WorkerCommandOptions) => {
       setExitCode(await workerCommand(opts));

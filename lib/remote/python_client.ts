@@ -1,13 +1,15 @@
 /**
- * Python tasks' workers: blockwise's Python client (one file, `workers/python/blockwise_worker.py`,
- * carried inside the binary as `PYTHON_CLIENT_SOURCE`) run by the task's interpreter. At the
- * start of a run the client is written to a cache folder under a name holding its SHA-256, so
- * runs of the same blockwise share one file, a different blockwise never overwrites it, and a
- * half-written file is never run (write to a temporary name, then rename). Remote workers need
- * the folder on a filesystem their nodes share: next to the tracking directory when there is one.
+ * Python tasks' workers: blockwise's Python client (`workers/python/blockwise_worker.py`, carried
+ * inside the binary as `PYTHON_CLIENT_SOURCE`) run by the task's interpreter, beside the geometry
+ * module it imports (`python/blockwise/geometry.py` as `blockwise_geometry.py`,
+ * `PYTHON_GEOMETRY_SOURCE`: blocks' ROIs are its Roi). At the start of a run both are written
+ * into one folder of a cache folder, `blockwise-client-<sha>`, named by their SHA-256: runs of
+ * the same blockwise share it, a different blockwise never overwrites it, and nobody runs half of
+ * it (the folder is written under a temporary name, then renamed). Remote workers need it on a
+ * filesystem their nodes share: next to the tracking directory when there is one.
  */
 
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
@@ -16,7 +18,27 @@ import { InputError } from "../errors.ts";
 import type { PythonInit } from "../execute/protocol/messages.ts";
 import type { LaunchConfig, PipelineConfig, PythonTaskConfig } from "../pipeline/spec.ts";
 import { findProgram } from "../runtime/command_group.ts";
-import { PYTHON_CLIENT_SOURCE } from "./python_client_source.ts";
+import { PYTHON_CLIENT_SOURCE, PYTHON_GEOMETRY_SOURCE } from "./python_client_source.ts";
+
+/** The client's file name in its folder (the program the interpreter runs). */
+export const PYTHON_CLIENT_FILE = "blockwise_worker.py";
+/** The geometry module's file name beside it (the client imports it as `blockwise_geometry`). */
+export const PYTHON_GEOMETRY_FILE = "blockwise_geometry.py";
+
+/** The client folder's files: name and text. */
+const CLIENT_FILES: readonly (readonly [string, string])[] = [
+  [PYTHON_CLIENT_FILE, PYTHON_CLIENT_SOURCE],
+  [PYTHON_GEOMETRY_FILE, PYTHON_GEOMETRY_SOURCE],
+];
+
+/** The client folder's name: `blockwise-client-` and the start of its files' SHA-256. */
+export function pythonClientFolderName(): string {
+  const hash = createHash("sha256");
+  for (const [name, text] of CLIENT_FILES) {
+    hash.update(`${name}\0`).update(text).update("\0");
+  }
+  return `blockwise-client-${hash.digest("hex").slice(0, 16)}`;
+}
 
 /** Where the client is written when the run names no folder. */
 export function defaultPythonClientDir(trackingDir: string | null): string {
@@ -30,20 +52,54 @@ export function defaultPythonClientDir(trackingDir: string | null): string {
   return join(os.tmpdir(), `blockwise-python-${user}`);
 }
 
-/** Write the client into `dir` (once per content); returns its path. */
-export function writePythonClient(dir: string): string {
-  const sha = createHash("sha256").update(PYTHON_CLIENT_SOURCE).digest("hex");
-  const file = join(dir, `blockwise_worker-${sha.slice(0, 16)}.py`);
+/** Whether `folder` holds every client file with the right text. */
+function complete(folder: string): boolean {
   try {
-    if (fs.readFileSync(file, "utf8") === PYTHON_CLIENT_SOURCE) return file;
+    return CLIENT_FILES.every(([name, text]) =>
+      fs.readFileSync(join(folder, name), "utf8") === text
+    );
   } catch {
-    // not there yet
+    return false; // not there (yet)
   }
+}
+
+/**
+ * Write the client folder into `dir` (once per content); returns the path of the client file in
+ * it, `<dir>/blockwise-client-<sha>/blockwise_worker.py`.
+ */
+export function writePythonClient(dir: string): string {
+  const name = pythonClientFolderName();
+  const folder = join(dir, name);
+  const file = join(folder, PYTHON_CLIENT_FILE);
+  if (complete(folder)) return file;
   try {
     fs.mkdirSync(dir, { recursive: true });
-    const temporary = `${file}.${process.pid}.tmp`;
-    fs.writeFileSync(temporary, PYTHON_CLIENT_SOURCE);
-    fs.renameSync(temporary, file);
+    for (let attempt = 0;; attempt++) {
+      const temporary = join(
+        dir,
+        `.${name}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`,
+      );
+      fs.mkdirSync(temporary);
+      try {
+        for (const [entry, text] of CLIENT_FILES) fs.writeFileSync(join(temporary, entry), text);
+        fs.renameSync(temporary, folder);
+        return file;
+      } catch (error) {
+        fs.rmSync(temporary, { recursive: true, force: true });
+        // A rename onto a folder that has files fails: another run wrote it first.
+        if (complete(folder)) return file;
+        const code = (error as NodeJS.ErrnoException).code;
+        if ((code !== "ENOTEMPTY" && code !== "EEXIST") || attempt >= 2) throw error;
+        // A damaged folder (a file edited or missing): move it aside, then write ours.
+        const aside = `${temporary}.damaged`;
+        try {
+          fs.renameSync(folder, aside);
+          fs.rmSync(aside, { recursive: true, force: true });
+        } catch {
+          // another run moved it first
+        }
+      }
+    }
   } catch (error) {
     throw new InputError(
       `Cannot write blockwise's Python client to ${dir}: ${
@@ -51,7 +107,6 @@ export function writePythonClient(dir: string): string {
       }; make the folder writable, or pass --tracking-dir on a writable filesystem (the client is written under its .workers folder)`,
     );
   }
-  return file;
 }
 
 /** Python tasks whose interpreter must exist here (their workers run on this machine). */

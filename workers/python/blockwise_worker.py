@@ -77,47 +77,122 @@ def log(message):
         stream.flush()
 
 
-# ---- geometry: the same blocks as blockwise's TaskLayout (lib/blocks/layout.ts) ------------
+# ---- geometry: blockwise's Roi (python/blockwise/geometry.py), one type for every block -------
+
+GEOMETRY_FILE = "blockwise_geometry.py"
 
 
-class Roi(object):
-    """A box: `offset` and `shape` are tuples of ints, one entry per axis."""
+def installed_geometry(source):
+    """blockwise.geometry of an installed blockwise package whose geometry.py is `source`, or
+    None: blocks then carry the very Roi class the package (and its daisy API) uses."""
+    try:
+        spec = importlib.util.find_spec("blockwise")
+        folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    except (ImportError, ValueError):
+        return None
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "geometry.py"), "rb") as f:
+                same = f.read() == source
+        except OSError:
+            continue
+        if not same:
+            return None
+        try:
+            return importlib.import_module("blockwise.geometry")
+        except Exception:  # noqa: BLE001 - a broken installation: the file beside this one serves
+            return None
+    return None
 
-    __slots__ = ("offset", "shape")
 
-    def __init__(self, offset, shape):
-        self.offset = tuple(offset)
-        self.shape = tuple(shape)
+def load_geometry():
+    """blockwise's geometry module, never a copy of it: the package's own when this file is
+    blockwise._worker_client; else blockwise_geometry.py beside this file (blockwise writes the
+    two into one folder; it is importable as blockwise_geometry from then on), or the installed
+    package's geometry.py when that is the same file; else the installed package's."""
+    if __package__:
+        from . import geometry
+        return geometry
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), GEOMETRY_FILE)
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError:
+        source = None
+    if source is not None:
+        module = installed_geometry(source)
+        if module is None:
+            spec = importlib.util.spec_from_file_location("blockwise_geometry", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["blockwise_geometry"] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules["blockwise_geometry"]
+                raise
+        sys.modules["blockwise_geometry"] = module
+        return module
+    try:
+        from blockwise import geometry
+    except ImportError:
+        raise ImportError(
+            "blockwise's Python client needs %s beside it (%s), or blockwise's Python package "
+            "installed: write both files with `blockwise worker --python-client-dir DIR` and run "
+            "DIR's blockwise_worker.py" % (GEOMETRY_FILE, path)) from None
+    sys.modules["blockwise_geometry"] = geometry
+    return geometry
 
-    @property
-    def end(self):
-        return tuple(o + s for o, s in zip(self.offset, self.shape))
 
-    def to_slices(self, origin=None):
-        """Slices for numpy indexing; `origin` is the array's offset (default: all zeros)."""
-        if origin is None:
-            return tuple(slice(o, o + s) for o, s in zip(self.offset, self.shape))
-        return tuple(slice(o - b, o - b + s) for o, s, b in zip(self.offset, self.shape, origin))
-
-    def __eq__(self, other):
-        return isinstance(other, Roi) and self.offset == other.offset and self.shape == other.shape
-
-    def __hash__(self):
-        return hash((self.offset, self.shape))
-
-    def __repr__(self):
-        return "Roi(offset=%r, shape=%r)" % (self.offset, self.shape)
+geometry = load_geometry()
+Roi = geometry.Roi
+Coordinate = geometry.Coordinate
 
 
 class Block(object):
-    """One block of a task, as process() gets it."""
+    """One block of a task, as process() gets it. `read_roi` and `write_roi` are
+    blockwise.geometry.Roi values, made on first use (a block function that reads neither pays
+    nothing for them)."""
 
-    __slots__ = ("task_id", "id", "index", "read_roi", "write_roi", "attempt", "outputs",
-                 "params")
+    __slots__ = ("task_id", "id", "index", "attempt", "outputs", "params", "_layout",
+                 "_position", "_rois")
+
+    @property
+    def read_roi(self):
+        rois = self._rois
+        if rois is None:
+            rois = self._rois = self._layout.rois(self._position)
+        return rois[0]
+
+    @read_roi.setter
+    def read_roi(self, roi):
+        self._rois = (roi, self._roi(1))
+
+    @property
+    def write_roi(self):
+        rois = self._rois
+        if rois is None:
+            rois = self._rois = self._layout.rois(self._position)
+        return rois[1]
+
+    @write_roi.setter
+    def write_roi(self, roi):
+        self._rois = (self._roi(0), roi)
+
+    def _roi(self, which):
+        """One of the two ROIs for a setter: None for a block no layout filled."""
+        rois = getattr(self, "_rois", None)
+        if rois is None:
+            if getattr(self, "_layout", None) is None:
+                return None
+            rois = self._layout.rois(self._position)
+        return rois[which]
 
     def __repr__(self):
         return "Block(task_id=%r, id=%r, index=%r, read_roi=%r, write_roi=%r, attempt=%r)" % (
             self.task_id, self.id, self.index, self.read_roi, self.write_roi, self.attempt)
+
+
+# ---- blocks: the same blocks as blockwise's TaskLayout (lib/blocks/layout.ts) -----------------
 
 
 def cantor_number(index):
@@ -171,42 +246,69 @@ class Layout(object):
         self.count = 1
         for g in grid:
             self.count *= g
-        # One row per axis, so the per-block loop is a single zip.
+        # One row per axis, so the per-block loops are a single zip.
         self.axes = tuple(zip(self.strides, self.shift, self.write_shape, self.read_shape,
                               self.tw_off, self.tw_end, self.t_off, self.t_end))
+        self.index_axes = tuple(zip(self.strides, self.shift))
+        self.offset_axes = tuple(zip(self.strides, self.write_shape, self.tw_off, self.t_off))
+        self.read_extent = Coordinate._trusted(self.read_shape)
+        self.write_extent = Coordinate._trusted(self.write_shape)
 
     def fill(self, block, position):
-        """Set the block's id, index and ROIs for `position` (an int)."""
-        shrink = self.fit == "shrink"
-        index = []
+        """Set the block's id and index for `position` (an int); its ROIs follow on first use
+        (`rois`)."""
+        if self.dims == 1:
+            i = position + self.shift[0]
+            if i < 0:
+                i = 0
+            block.index = (i,)
+            block.id = i  # the Cantor number of (i,)
+        else:
+            index = []
+            rest = position
+            for stride, shift in self.index_axes:
+                g, rest = divmod(rest, stride)
+                i = g + shift
+                index.append(i if i > 0 else 0)
+            block.index = tuple(index)
+            block.id = cantor_number(index)
+        block._layout = self
+        block._position = position
+        block._rois = None
+
+    def rois(self, position):
+        """(read ROI, write ROI) of the block at `position`, as geometry.Roi values."""
         w_off = []
-        w_shape = []
         r_off = []
-        r_shape = []
         rest = position
-        for stride, shift, ws, rs, tw_off, tw_end, t_off, t_end in self.axes:
+        for stride, ws, tw_off, t_off in self.offset_axes:
             g, rest = divmod(rest, stride)
-            i = g + shift
-            index.append(i if i > 0 else 0)
-            wb = tw_off + g * ws
+            g *= ws
+            w_off.append(tw_off + g)
+            r_off.append(t_off + g)
+        coordinate = Coordinate._trusted
+        roi = Roi._of
+        if self.fit != "shrink":
+            # Every block has the same shapes: one Coordinate each, shared (they are immutable).
+            return (roi(coordinate(r_off), self.read_extent),
+                    roi(coordinate(w_off), self.write_extent))
+        w_shape = []
+        r_shape = []
+        for d, (_, _, ws, rs, _, tw_end, t_off, t_end) in enumerate(self.axes):
+            wb = w_off[d]
+            rb = r_off[d]
             we = wb + ws
-            rb = t_off + g * ws
             re_ = rb + rs
-            if shrink:
-                if we > tw_end:
-                    we = tw_end
-                if rb < t_off:
-                    rb = t_off
-                if re_ > t_end:
-                    re_ = t_end
-            w_off.append(wb)
+            if we > tw_end:
+                we = tw_end
+            if rb < t_off:
+                rb = r_off[d] = t_off
+            if re_ > t_end:
+                re_ = t_end
             w_shape.append(we - wb)
-            r_off.append(rb)
             r_shape.append(re_ - rb)
-        block.index = tuple(index)
-        block.id = cantor_number(index)
-        block.write_roi = Roi(w_off, w_shape)
-        block.read_roi = Roi(r_off, r_shape)
+        return (roi(coordinate(r_off), coordinate(r_shape)),
+                roi(coordinate(w_off), coordinate(w_shape)))
 
 
 # ---- outputs: staging and hashing as blockwise's BlockOutputs (lib/outputs/block_outputs.ts) ----

@@ -1,14 +1,18 @@
 /**
- * Writes lib/remote/python_client_source.ts from blockwise_worker.py, so the Python client
- * travels inside the compiled binary and works the same under Deno (no text imports needed).
- * Run it after every change of the client: `bun workers/python/embed.ts`
- * (tests/python_client.test.ts fails while the two differ).
+ * Writes lib/remote/python_client_source.ts from blockwise_worker.py and the geometry module it
+ * imports (python/blockwise/geometry.py, the Python package's own: blocks' ROIs are its Roi), so
+ * the Python client travels inside the compiled binary and works the same under Deno (no text
+ * imports needed). Run it after every change of either file: `bun workers/python/embed.ts`
+ * (tests/python_client.test.ts fails while they differ).
  */
 
 import * as fs from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const source = fileURLToPath(new URL("./blockwise_worker.py", import.meta.url));
+const geometrySource = fileURLToPath(
+  new URL("../../python/blockwise/geometry.py", import.meta.url),
+);
 const target = fileURLToPath(
   new URL("../../lib/remote/python_client_source.ts", import.meta.url),
 );
@@ -35,18 +39,28 @@ function literal(text: string): string {
   return quote + escaped + quote;
 }
 
-/** The generated module's text for the client's source `text`. */
-export function embeddedModule(text: string): string {
-  return `// Generated from workers/python/blockwise_worker.py by \`bun workers/python/embed.ts\`: do not
-// edit; change the .py file and run the script again.
+/** The generated module's text for the client's source `text` and the geometry module's. */
+export function embeddedModule(text: string, geometry: string): string {
+  return `// Generated from workers/python/blockwise_worker.py and python/blockwise/geometry.py by
+// \`bun workers/python/embed.ts\`: do not edit; change the .py files and run the script again.
 
 /** The Python client's source (\`blockwise worker --python-client\` prints it). */
 export const PYTHON_CLIENT_SOURCE: string =
   ${literal(text)};
+
+/**
+ * blockwise's geometry module (python/blockwise/geometry.py), written beside the client as
+ * blockwise_geometry.py: the Roi and Coordinate of blocks' ROIs.
+ */
+export const PYTHON_GEOMETRY_SOURCE: string =
+  ${literal(geometry)};
 `;
 }
 
 if (import.meta.main) {
-  fs.writeFileSync(target, embeddedModule(fs.readFileSync(source, "utf8")));
+  fs.writeFileSync(
+    target,
+    embeddedModule(fs.readFileSync(source, "utf8"), fs.readFileSync(geometrySource, "utf8")),
+  );
   console.log(`wrote ${target}`);
 }

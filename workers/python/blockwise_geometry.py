@@ -1,0 +1,1 @@
+../../python/blockwise/geometry.py
