@@ -158,7 +158,15 @@ export function checkPage(page: DocPage, printed?: Map<number, string>): string[
   const run = spawnSync("bash", ["-c", script], {
     cwd,
     encoding: "utf8",
-    env: { ...process.env, PATH: `${bin}:${process.env["PATH"]}`, NO_COLOR: "1", TZ: "UTC" },
+    env: {
+      ...process.env,
+      PATH: `${bin}:${process.env["PATH"]}`,
+      // Python pages import the checkout's package, as the wheel would install it; its binary
+      // is the `blockwise` on PATH above.
+      PYTHONPATH: path.join(REPO, "python"),
+      NO_COLOR: "1",
+      TZ: "UTC",
+    },
     timeout: 600_000,
     maxBuffer: 64 << 20,
   });

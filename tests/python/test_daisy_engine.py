@@ -161,3 +161,10 @@ def test_a_missing_binary_says_how_to_fix_it(monkeypatch, tmp_path):
         binary.find_binary()
     assert "BLOCKWISE_BINARY" in str(raised.value)
     assert "\n" not in str(raised.value).strip()
+
+
+def test_pipeline_run_blockwise_takes_blockwise_keywords(tmp_path):
+    pipeline = one_d("first", lambda b: None) + one_d("second", lambda b: None)
+    assert pipeline.run_blockwise(progress=False, tracking_dir=tmp_path / "ledger")
+    assert (tmp_path / "ledger" / "first" / "zarr.json").exists()
+    assert (tmp_path / "ledger" / "second" / "zarr.json").exists()

@@ -874,6 +874,15 @@ def test_progress_bars_write_plain_lines_off_a_terminal():
     assert lines[3].startswith("a: 3/4") and lines[3].endswith("✗")
 
 
+def test_progress_bars_mark_a_task_stopped_before_its_end_as_unfinished():
+    buf = io.StringIO()
+    bars = ProgressBars(["a"], stream=buf)
+    bars.on_start({"a": TaskState(counters(done=False, completed=0, ready=4))})
+    bars.on_finish({"a": TaskState(counters(done=False, completed=2, ready=2))})
+    last = buf.getvalue().splitlines()[-1]
+    assert last.startswith("a: 2/4") and not last.endswith("✔"), last
+
+
 def test_resolve_observer():
     assert isinstance(resolve_observer(True, ["a"]), ProgressBars)
     assert resolve_observer(False, None) is None and resolve_observer(None, None) is None

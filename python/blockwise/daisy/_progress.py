@@ -126,6 +126,8 @@ def _outcome(state: TaskState) -> str:
         return "✗"
     if state.orphaned_count > 0:
         return "∅"
+    if not state.is_done():
+        return "…"  # stopped (Ctrl-C) before its blocks were all done
     return "✔"
 
 

@@ -705,9 +705,11 @@ class Pipeline:
         resources: Optional[Mapping[str, int]] = None,
         progress: Any = True,
         block_tracking: bool = True,
+        **blockwise_options: Any,
     ) -> bool:
         """Run the pipeline; True when every block of every task succeeded (or was skipped).
-        The same as ``daisy.run_blockwise(pipeline, ...)``."""
+        The same as ``daisy.run_blockwise(pipeline, ...)``, blockwise's keywords included
+        (``tracking_dir=``, ``resource_tracking=``, ``events=``, ``listen=``, ``serve=``)."""
         from ._server import run_blockwise
 
         return run_blockwise(
@@ -716,6 +718,7 @@ class Pipeline:
             resources=resources,
             progress=progress,
             block_tracking=block_tracking,
+            **blockwise_options,
         )
 
     # -- composition --
