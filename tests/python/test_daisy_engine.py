@@ -168,3 +168,40 @@ def test_pipeline_run_blockwise_takes_blockwise_keywords(tmp_path):
     assert pipeline.run_blockwise(progress=False, tracking_dir=tmp_path / "ledger")
     assert (tmp_path / "ledger" / "first" / "zarr.json").exists()
     assert (tmp_path / "ledger" / "second" / "zarr.json").exists()
+
+
+def test_a_client_that_connects_after_the_run_ended_gets_no_block_at_once(tmp_path):
+    script = tmp_path / "late_worker.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time
+        import blockwise.daisy as daisy
+        if sys.argv[2] == "late":
+            time.sleep(1.5)  # the other worker does every block meanwhile
+        client = daisy.Client()
+        n = 0
+        while True:
+            with client.acquire_block() as block:
+                if block is None:
+                    break
+                n += 1
+        with open(sys.argv[1], "a") as out:
+            out.write("%s %d\\n" % (sys.argv[2], n))
+    """))
+    done = tmp_path / "done.txt"
+    paths = ":".join(p for p in sys.path if p)
+    started = []
+
+    def worker():
+        which = "late" if started else "early"
+        started.append(which)
+        subprocess.run([sys.executable, str(script), str(done), which], check=True,
+                       env=dict(__import__("os").environ, PYTHONPATH=paths))
+
+    task = one_d("late", worker, total=40, max_workers=2)
+    assert daisy.run_blockwise(task, progress=False, tracking_dir=tmp_path / "ledger")
+    import time
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(done.read_text().split("\n")) < 3:
+        time.sleep(0.1)
+    lines = sorted(done.read_text().split("\n")[:2])
+    assert lines == ["early 4", "late 0"], lines

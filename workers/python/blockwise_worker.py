@@ -1237,6 +1237,11 @@ class Refusal(Exception):
     """A setting the worker cannot start with (exit status 2)."""
 
 
+class NothingListens(Refusal):
+    """The scheduler's address refused the connection, for a caller that knows the run was
+    listening before it started (the daisy API's Client): the run has ended."""
+
+
 def secret_from_file(path, via):
     try:
         mode = os.stat(path).st_mode
@@ -1328,7 +1333,9 @@ def parent_gone(env):
     return parent.isdigit() and os.getppid() != int(parent)
 
 
-def connect(host, port, env):
+def connect(host, port, env, refused_ends=False):
+    """A connection to the scheduler, retried for CONNECT_PATIENCE_SECONDS; `refused_ends`: a
+    refused connection raises NothingListens at once instead of being retried."""
     deadline = time.monotonic() + CONNECT_PATIENCE_SECONDS
     wait = 0.2
     # A local worker checks for its run often enough to exit within a second of its death.
@@ -1343,6 +1350,8 @@ def connect(host, port, env):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
         except OSError as error:
+            if refused_ends and isinstance(error, ConnectionRefusedError):
+                raise NothingListens("Nothing listens at %s:%d: the run has ended" % (host, port))
             if time.monotonic() + wait > deadline:
                 raise Refusal("Cannot connect to the scheduler at %s:%d: %s (tried for %d s); "
                               "check that the run is still going and that this node can reach "
@@ -1371,14 +1380,14 @@ def size_thread_pools(env):
             env[name] = str(max(1, cores))
 
 
-def serve_connected(host, port, env, make_session):
+def serve_connected(host, port, env, make_session, refused_ends=False):
     """Connect to the scheduler and serve the session `make_session(sock)` makes, connecting
     again while the scheduler says it is busy; returns the session once it is over."""
     # A scheduler busy with other connections' handshakes says so: come back, not a crash.
     busy_until = time.monotonic() + BUSY_PATIENCE_SECONDS
     wait = 0.25
     while True:
-        sock = connect(host, port, env)
+        sock = connect(host, port, env, refused_ends)
         session = make_session(sock)
         try:
             session.serve()

@@ -364,9 +364,18 @@ class Client:
             )
         wc.check_secret(secret, "the worker context")
         env = {}  # no BLOCKWISE_PARENT_PID: this process is not a worker process of the run
-        self._connection: Optional[_ClientConnection] = wc.serve_connected(
-            self.host, self.port, env, lambda sock: _ClientConnection(sock, slot, secret))
         self._done = False
+        self._connection: Optional[_ClientConnection] = None
+        try:
+            # The run listens before it launches any worker: a refused connection means it has
+            # ended (its blocks ran out before this worker's process came up), not "not yet".
+            self._connection = wc.serve_connected(
+                self.host, self.port, env, lambda sock: _ClientConnection(sock, slot, secret),
+                refused_ends=True)
+        except wc.NothingListens:
+            self._done = True
+            wc.log("daisy.Client: the run at %s:%s has ended (nothing listens there any more); "
+                   "no block for this worker" % (self.host, self.port))
         clients = getattr(_thread_state, "clients", None)
         if clients is not None:
             clients.append(self)
