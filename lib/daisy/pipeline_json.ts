@@ -54,6 +54,8 @@ const TASK_KEYS = [
   "resourceTracking",
   "skipMask",
   "outputs",
+  "launch",
+  "job",
 ] as const;
 
 /** Never called: an embedded task's blocks run in Python; validation wants a way to run them. */
@@ -92,9 +94,11 @@ export function parseDaisyPipeline(value: unknown, ask: CheckAsker): DaisyPipeli
     upstream.set(edge[1], list);
   }
   const modes: DaisyMode[] = [];
+  const jobs: (JobSpec | null)[] = [];
   const definitions = (value["tasks"] as unknown[]).map((raw) => {
     const task = definitionOf(raw, upstream, ask);
     modes.push(task.mode);
+    jobs.push(task.job);
     return task.definition;
   });
   const source = typeof value["source"] === "string" && value["source"] !== ""
@@ -107,33 +111,68 @@ export function parseDaisyPipeline(value: unknown, ask: CheckAsker): DaisyPipeli
     if (error instanceof PipelineError) throw new SessionRefusal("ValueError", error.message);
     throw error;
   }
-  return { config: { ...config, tasks: config.tasks.map(embedded) }, modes };
+  const tasks = config.tasks.map((t, i) => embedded(t, modes[i]!, jobs[i] ?? null));
+  return { config: { ...config, tasks }, modes };
 }
 
-function embedded(task: TaskConfig): TaskConfig {
+/**
+ * Where a daisy task's function lives, for workers launched elsewhere (`launch=` other than
+ * local): the module file, the function's name in it, and the interpreter to run.
+ */
+interface JobSpec {
+  readonly module: string;
+  readonly function: string;
+  readonly interpreter: string;
+}
+
+function embedded(task: TaskConfig, mode: DaisyMode, job: JobSpec | null): TaskConfig {
   const { process: _process, setup: _setup, kind: _kind, ...base } = task as TaskConfig & {
     process?: unknown;
     setup?: unknown;
   };
+  if (task.launch.kind !== "local" && job === null) {
+    throw new SessionRefusal(
+      "ValueError",
+      `Task "${task.id}": its workers are launched by ${task.launch.kind}, but the session got no module and function to run there ("job")`,
+    );
+  }
   return {
     ...base,
     kind: "python",
     python: {
-      module: `<python process function of task ${task.id}>`,
-      written: `process_function of task "${task.id}"`,
-      process: "process_function",
+      module: job?.module ?? `<python process function of task ${task.id}>`,
+      written: job?.module ?? `process_function of task "${task.id}"`,
+      process: job?.function ?? "process_function",
       setup: null,
-      interpreter: "python3",
-      embedded: true,
+      interpreter: job?.interpreter ?? "python3",
+      embedded: { mode },
     },
   };
+}
+
+function jobOf(id: string, value: unknown): JobSpec | null {
+  if (value === undefined || value === null) return null;
+  const v = value as Record<string, unknown>;
+  const text = (key: string): string => {
+    const x = isRecord(value) ? v[key] : undefined;
+    if (typeof x !== "string" || x === "") {
+      throw new SessionRefusal(
+        "TypeError",
+        `Task "${id}": "job" needs "module", "function" and "interpreter" strings; got ${
+          JSON.stringify(value)
+        }`,
+      );
+    }
+    return x;
+  };
+  return { module: text("module"), function: text("function"), interpreter: text("interpreter") };
 }
 
 function definitionOf(
   raw: unknown,
   upstream: ReadonlyMap<string, readonly string[]>,
   ask: CheckAsker,
-): { definition: TaskDefinition; mode: DaisyMode } {
+): { definition: TaskDefinition; mode: DaisyMode; job: JobSpec | null } {
   if (!isRecord(raw) || typeof raw["id"] !== "string") {
     throw new SessionRefusal(
       "TypeError",
@@ -158,11 +197,17 @@ function definitionOf(
   const definition: Record<string, unknown> = { process: runsInPython };
   for (const key of TASK_KEYS) {
     const v = raw[key];
-    if (v === undefined || v === null || key === "check" || key === "mode") continue;
+    if (v === undefined || v === null || key === "check" || key === "mode" || key === "job") {
+      continue;
+    }
     definition[key] = v;
   }
   if (raw["check"] === true) definition["check"] = ask;
   const ups = upstream.get(id);
   if (ups !== undefined) definition["upstream"] = [...ups];
-  return { definition: definition as unknown as TaskDefinition, mode };
+  return {
+    definition: definition as unknown as TaskDefinition,
+    mode,
+    job: jobOf(id, raw["job"]),
+  };
 }

@@ -67,7 +67,7 @@ export type EmbeddedBlockRunner = (
 
 /** A Python task whose blocks need worker processes (not one run by the daisy session). */
 function needsWorkerProcesses(task: TaskConfig): boolean {
-  return task.kind === "python" && task.python.embedded !== true;
+  return task.kind === "python" && task.python.embedded === undefined;
 }
 
 /** Python tasks need their worker processes: --serial (this thread only) cannot run them. */

@@ -173,7 +173,7 @@ export function prepareWorkers(
   const lines: string[] = [];
   for (const [t, written] of pipeline.tasks.entries()) {
     // Threads of the Python process that runs the daisy API: it tunes its own allocator.
-    if (written.kind === "python" && written.python.embedded === true) continue;
+    if (written.kind === "python" && written.python.embedded !== undefined) continue;
     const task = withLaunch(written, launches[t]);
     const line = describeWorkerEnvironment(task, workerEnvironment(task, process.env));
     if (line !== null) lines.push(line);

@@ -291,11 +291,13 @@ export interface PythonSettings {
   readonly setup: string | null;
   readonly interpreter: string;
   /**
-   * The blocks run in threads of the Python process that started the run (the daisy API,
-   * `blockwise daisy-session`): no module is imported and no interpreter started; the session's
-   * launcher asks that process for each worker.
+   * A task of the daisy API (`blockwise daisy-session`), whose `process_function` takes a block
+   * (`block`) or drives `daisy.Client` itself (`worker`). Run here, its workers are threads of the
+   * Python process that started the run, which the session's launcher asks for each one; launched
+   * elsewhere (SLURM, a launch command), each worker is `python -m blockwise.daisy._job`, which
+   * imports `module` and calls its function `process`.
    */
-  readonly embedded?: true;
+  readonly embedded?: { readonly mode: "block" | "worker" };
 }
 
 /** A task whose blocks run a Python function in persistent Python worker processes. */

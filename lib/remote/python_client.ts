@@ -116,7 +116,7 @@ export function checkInterpreters(
 ): void {
   pipeline.tasks.forEach((task, t) => {
     if (task.kind !== "python" || launches[t]?.kind !== "local") return;
-    if (task.python.embedded === true) return; // threads of the calling Python process
+    if (task.python.embedded !== undefined) return; // threads of the calling Python process
     const program = task.python.interpreter;
     if (findProgram(program, process.env["PATH"], process.cwd()) === null) {
       throw new InputError(

@@ -28,6 +28,7 @@ import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pi
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
 import { InputError } from "../errors.ts";
 import { selfCommand } from "../runtime/mod.ts";
+import { workerArgv } from "./worker_argv.ts";
 import { newSecret, SECRET_ENV } from "./auth.ts";
 import {
   connectAddress,
@@ -60,6 +61,7 @@ export const FIRST_CLAIMS = 64;
 export const FIRST_MEASURE_MS = 250;
 export { SLOT_ENV };
 export const WALLTIME_MARGIN_ENV = "BLOCKWISE_WALLTIME_MARGIN";
+export const WORKER_ID_ENV = "BLOCKWISE_WORKER_ID";
 
 export interface RemoteWorkersOptions {
   readonly pipeline: PipelineConfig;
@@ -163,7 +165,7 @@ export class RemoteWorkers {
     });
     // A daisy script's tasks all run in its own process: there is no pipeline file to load.
     const embeddedOnly = options.pipeline.tasks.every((t) =>
-      t.kind === "python" && t.python.embedded === true
+      t.kind === "python" && t.python.embedded !== undefined
     );
     this.#sha256 = embeddedOnly
       ? null
@@ -188,7 +190,7 @@ export class RemoteWorkers {
     const launchers = launches.map((l, t) => {
       const task = pipeline.tasks[t]!;
       if (l.kind !== "local" || task.kind !== "python") return makeLauncher(l, options);
-      if (task.python.embedded !== true) return processes;
+      if (task.python.embedded === undefined) return processes;
       if (options.embeddedLauncher === undefined) {
         throw new Error(
           `Internal error: task "${task.id}" runs in its Python process, but the run has no launcher for it`,
@@ -340,6 +342,8 @@ export class RemoteWorkers {
       [SECRET_ENV]: this.#secret,
       [SLOT_ENV]: slot,
       [CONNECT_ENV]: formatAddress(this.#connect),
+      // The worker's number, for a daisy worker function's context (`worker_id`).
+      [WORKER_ID_ENV]: String(spec.id),
     };
     if ("walltimeMargin" in launch && launch.walltimeMargin !== null) {
       env[WALLTIME_MARGIN_ENV] = String(launch.walltimeMargin);
@@ -412,17 +416,6 @@ export class RemoteWorkers {
 }
 
 /** The worker program for a task: this blockwise in worker mode, or the Python client. */
-function workerArgv(config: TaskConfig, connect: string, pythonClient: string | null): string[] {
-  switch (config.kind) {
-    case "process":
-      return [...selfCommand(), "worker", "--connect", connect];
-    case "python":
-      return [config.python.interpreter, pythonClient!, "--connect", connect];
-    case "command":
-      throw new Error(`Internal error: command task "${config.id}" has remote workers`);
-  }
-}
-
 function makeLauncher(launch: LaunchConfig, options: RemoteWorkersOptions): Launcher | null {
   switch (launch.kind) {
     case "local":

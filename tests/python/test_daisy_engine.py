@@ -205,3 +205,65 @@ def test_a_client_that_connects_after_the_run_ended_gets_no_block_at_once(tmp_pa
         time.sleep(0.1)
     lines = sorted(done.read_text().split("\n")[:2])
     assert lines == ["early 4", "late 0"], lines
+
+
+LAUNCHED = '''
+import os
+import sys
+import blockwise.daisy as daisy
+
+OUT = sys.argv[1] if __name__ == "__main__" else os.environ["DAISY_TEST_OUT"]
+
+
+def count(block):
+    with open(os.path.join(OUT, "block-%d.txt" % os.getpid()), "a") as out:
+        out.write("%d\\n" % block.block_id[1])
+
+
+def drive():
+    client = daisy.Client()
+    while True:
+        with client.acquire_block() as block:
+            if block is None:
+                break
+            with open(os.path.join(OUT, "worker-%d.txt" % os.getpid()), "a") as out:
+                out.write("%d\\n" % block.block_id[1])
+
+
+if __name__ == "__main__":
+    with open(os.path.join(OUT, "main.pid"), "w") as out:
+        out.write(str(os.getpid()))
+    launch = {"kind": "command", "argv": ["env", "DAISY_TEST_OUT=" + OUT, "{worker}"]}
+    roi = lambda n: daisy.Roi([0], [n])
+    a = daisy.v2.Task("a", roi(100), roi(10), roi(10), process_function=count,
+                      read_write_conflict=False, max_workers=2, launch=launch)
+    b = daisy.v2.Task("b", roi(100), roi(10), roi(10), process_function=drive,
+                      read_write_conflict=False, max_workers=1, launch=launch)
+    sys.exit(0 if daisy.run_blockwise(a + b, progress=False,
+                                      tracking_dir=os.path.join(OUT, "ledger")) else 1)
+'''
+
+
+def test_launch_runs_block_and_worker_functions_in_processes_the_launcher_starts(tmp_path):
+    script = tmp_path / "launched.py"
+    script.write_text(LAUNCHED)
+    env = dict(__import__("os").environ, PYTHONPATH=":".join(p for p in sys.path if p))
+    run = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    import os
+    blocks = [p for p in tmp_path.iterdir() if p.name.startswith("block-")]
+    workers = [p for p in tmp_path.iterdir() if p.name.startswith("worker-")]
+    assert blocks and workers, run.stderr
+    main = int((tmp_path / "main.pid").read_text())
+    assert main not in {int(p.stem.split("-")[1]) for p in blocks + workers}
+    done = sorted(int(x) for p in blocks for x in p.read_text().split())
+    assert done == list(range(10))
+    assert sorted(int(x) for p in workers for x in p.read_text().split()) == list(range(10))
+
+
+def test_launch_needs_a_function_worker_processes_can_import():
+    with pytest.raises(ValueError, match="top level"):
+        one_d("t", lambda b: None, launch="slurm")
+    with pytest.raises(ValueError, match="not a way to launch"):
+        one_d("t", print, launch="ssh")

@@ -23,6 +23,7 @@ import operator
 import os
 import re
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from typing import (
@@ -201,6 +202,48 @@ def _check_callable(task_id: str, field: str, value: Any) -> Optional[Callable[.
     return value
 
 
+_LAUNCH_KINDS = ("slurm", "command", "manual")
+
+
+def job_of(function: Callable[..., Any]) -> Tuple[Optional[str], str]:
+    """The module file and the name by which a worker process elsewhere imports ``function``,
+    or (None, why not)."""
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+    module_name = getattr(function, "__module__", None)
+    if not isinstance(name, str) or "<" in name or "." in name:
+        return None, ("it is %s, not a function defined at the top level of a module"
+                      % (repr(name) if isinstance(name, str) else type(function).__name__))
+    module = sys.modules.get(module_name or "")
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None, "its module %r has no .py file to import" % module_name
+    return os.path.abspath(path), name
+
+
+def _check_launch(task_id: str, value: Any, function: Optional[Callable[..., Any]]) -> Any:
+    if value is None or value == "local" or value == {"kind": "local"}:
+        return None
+    kind = value.get("kind") if isinstance(value, Mapping) else value
+    if kind not in _LAUNCH_KINDS:
+        raise ValueError(
+            "Task %r: launch=%r is not a way to launch workers; give \"slurm\", "
+            "{\"kind\": \"slurm\", \"partition\": ...}, {\"kind\": \"command\", \"argv\": "
+            "[..., \"{worker}\"]} or \"manual\" (or leave it out for threads of this process)."
+            % (task_id, value)
+        )
+    if function is None:
+        raise ValueError("Task %r: launch=%r needs a process_function to run there."
+                         % (task_id, value))
+    path, why = job_of(function)
+    if path is None:
+        raise ValueError(
+            "Task %r: launch=%r runs the process_function in worker processes elsewhere, which "
+            "import it by name, but %s. Define it with def at the top level of a .py file "
+            "(and run the pipeline under `if __name__ == \"__main__\":`)." % (task_id, value, why)
+        )
+    return dict(value) if isinstance(value, Mapping) else value
+
+
 def _check_timeout(task_id: str, value: Any) -> Optional[float]:
     if value is None:
         return None
@@ -332,6 +375,7 @@ class Task:
         resource_tracking: bool = False,
         skip_mask: Any = None,
         outputs: Any = None,
+        launch: Any = None,
         **unexpected: Any,
     ) -> None:
         if unexpected:
@@ -383,6 +427,7 @@ class Task:
         self._resource_tracking = bool(resource_tracking)
         self._skip_mask = _check_skip_mask(tid, skip_mask)
         self._outputs = outputs
+        self._launch = _check_launch(tid, launch, self._process_function)
 
     # -- read-only views --
 
@@ -460,6 +505,13 @@ class Task:
     def skip_mask(self) -> Any:
         """The skip mask as given (an array or a path), or None."""
         return self._skip_mask
+
+    @property
+    def launch(self) -> Any:
+        """Where the task's workers run: None (threads of this process), or a pipeline file's
+        ``launch`` value (``"slurm"``, ``{"kind": "slurm", ...}``, ``{"kind": "command",
+        "argv": [...]}``) for worker processes elsewhere."""
+        return self._launch
 
     @property
     def outputs(self) -> Any:
@@ -930,6 +982,10 @@ def task_spec(
     }
     if task.outputs is not None:
         spec["outputs"] = task.outputs
+    if task.launch is not None:
+        module, function = job_of(task.process_function)
+        spec["launch"] = task.launch
+        spec["job"] = {"module": module, "function": function, "interpreter": sys.executable}
     return spec
 
 
