@@ -172,11 +172,13 @@ export async function runForSession(
       ...(options.serve === null ? {} : { serve: options.serve }),
       resourceTracking: options.resourceTracking,
       embeddedLauncher: launcher,
-      embeddedBlock: (block) =>
+      embeddedBlock: (block, outputs) =>
         new Promise((resolve) => {
           const q = ++nextQuestion;
           blocks.set(q, resolve);
-          channel.send({ ev: "block", q, block: blockEventJson(block) });
+          const json = blockEventJson(block);
+          if (Object.keys(outputs).length > 0) json["outputs"] = outputs;
+          channel.send({ ev: "block", q, block: json });
         }),
       observer,
       workerStdout: process.stderr,

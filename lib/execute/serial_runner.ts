@@ -63,6 +63,7 @@ export interface SerialRunOptions {
  */
 export type EmbeddedBlockRunner = (
   block: Block,
+  outputs: Readonly<Record<string, string>>,
 ) => Promise<{ message: string; stack?: string } | null>;
 
 /** A Python task whose blocks need worker processes (not one run by the daisy session). */
@@ -217,7 +218,7 @@ export async function runSerial(
             env: commandEnv(t),
           });
         } else if (options.embeddedBlock !== undefined) {
-          failure = await options.embeddedBlock(block);
+          failure = await options.embeddedBlock(block, outputs);
           if (failure !== null && !staging.empty) staging.discard(block);
         } else throw new Error(`Internal error: --serial cannot run Python task "${task.id}"`);
         if (failure === null && !staging.empty) report.commit = staging.collect(block, position);

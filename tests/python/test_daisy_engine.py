@@ -267,3 +267,22 @@ def test_launch_needs_a_function_worker_processes_can_import():
         one_d("t", lambda b: None, launch="slurm")
     with pytest.raises(ValueError, match="not a way to launch"):
         one_d("t", print, launch="ssh")
+
+
+@pytest.mark.parametrize("multiprocessing", [True, False])
+def test_declared_outputs_are_committed_and_verified(tmp_path, multiprocessing):
+    def write(block):
+        with open(block.outputs["counts"], "w") as out:
+            out.write("block %d\n" % block.block_id[1])
+
+    task = one_d("w", write, total=40, max_workers=2,
+                 outputs={"counts": {"path": str(tmp_path / "counts" / "{block_id}.txt")}})
+    assert daisy.run_blockwise(task, progress=False, tracking_dir=tmp_path / "ledger",
+                               multiprocessing=multiprocessing)
+    assert sorted(p.name for p in (tmp_path / "counts").iterdir()) == [
+        "0.txt", "1.txt", "2.txt", "3.txt"]
+    assert (tmp_path / "counts" / "2.txt").read_text() == "block 2\n"
+    verify = subprocess.run([BINARY, "verify", str(tmp_path / "ledger")], capture_output=True,
+                            text=True)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "4 blocks, 4 files" in verify.stdout, verify.stdout

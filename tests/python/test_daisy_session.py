@@ -157,7 +157,12 @@ def test_serial_run_raises_the_original_exception(fake):
         daisy.run_blockwise([task("boom", boom)], multiprocessing=False, progress=False)
     assert caught.value is raised[0]
     assert len(raised) == 1
+    # The fake logs what it reads: `stop` follows `ran` on the pipe, give it a moment.
+    deadline = time.monotonic() + 5
     messages = fake()
+    while not any(m.get("op") == "stop" for m in messages) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        messages = fake()
     ran = [m for m in messages if m.get("op") == "ran"]
     assert len(ran) == 1 and ran[0]["ok"] is False
     assert ran[0]["error"]["message"] == "Boom: from inside process_function"

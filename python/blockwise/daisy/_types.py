@@ -8,11 +8,16 @@ hands out up to 150,000 blocks a second and most block functions read two ROIs a
 from __future__ import annotations
 
 import enum
+from types import MappingProxyType
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from ..geometry import Coordinate, Roi, cantor_number
 
 __all__ = ["BlockStatus", "Block", "TaskState", "task_states"]
+
+
+#: A block's outputs when its task declares none (read-only, shared by every such block).
+NO_OUTPUTS: Mapping[str, str] = MappingProxyType({})
 
 
 class BlockStatus(enum.IntEnum):
@@ -84,6 +89,7 @@ class Block:
         "_raw",
         "position",
         "attempt",
+        "outputs",
     )
 
     def __init__(
@@ -142,6 +148,8 @@ class Block:
         self._raw = None
         self.position: Optional[int] = None
         self.attempt: int = 0
+        # Where to write each declared output (Task(outputs=...)) for this block.
+        self.outputs: Mapping[str, str] = NO_OUTPUTS
 
     @staticmethod
     def _grid_index(total: Roi, write: Roi) -> Coordinate:
@@ -182,6 +190,7 @@ class Block:
         block._raw = data
         block.position = data.get("position")
         block.attempt = data.get("attempt", 0)
+        block.outputs = data.get("outputs") or NO_OUTPUTS
         return block
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
@@ -303,6 +312,7 @@ def _rebuild_block(
     block._raw = None
     block.position = position
     block.attempt = attempt
+    block.outputs = NO_OUTPUTS
     return block
 
 
