@@ -286,3 +286,20 @@ def test_declared_outputs_are_committed_and_verified(tmp_path, multiprocessing):
                             text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "4 blocks, 4 files" in verify.stdout, verify.stdout
+
+
+def test_skip_mask_from_an_array_and_from_a_file(tmp_path):
+    np = pytest.importorskip("numpy")
+    mask = np.zeros(10, dtype=np.uint8)
+    mask[[2, 5]] = 1
+    seen = []
+    task = one_d("masked", lambda b: seen.append(b.block_id[1]), skip_mask=mask)
+    states = daisy.Server().run_blockwise([task], progress=False, block_tracking=False)
+    assert sorted(seen) == [0, 1, 3, 4, 6, 7, 8, 9]
+    assert states["masked"].skipped_count == 2
+    np.save(tmp_path / "mask.npy", mask)
+    seen.clear()
+    task = one_d("masked", lambda b: seen.append(b.block_id[1]),
+                 skip_mask=str(tmp_path / "mask.npy"))
+    daisy.Server().run_blockwise([task], progress=False, block_tracking=False)
+    assert sorted(seen) == [0, 1, 3, 4, 6, 7, 8, 9]
