@@ -7,51 +7,6 @@ the blockwise binary's; Python holds the values, the task descriptions and the w
 that call the user's functions.
 """
 
-from .v1_compat import (
-    Block,
-    BlockStatus,
-    BlockwiseDependencyGraph,
-    Client,
-    Context,
-    Coordinate,
-    DependencyGraph,
-    JsonProgressObserver,
-    Pipeline,
-    Roi,
-    Scheduler,
-    SerialServer,
-    Server,
-    Task,
-    TaskState,
-    __version__,
-    get_done_marker_basedir,
-    get_tracking_basedir,
-    run_blockwise,
-    set_done_marker_basedir,
-    set_tracking_basedir,
-)
-from . import logging, v1_compat, v2  # noqa: E402 - `daisy.v2` and friends as attributes
-
-__all__ = [
-    "Block",
-    "BlockStatus",
-    "BlockwiseDependencyGraph",
-    "Client",
-    "Context",
-    "Coordinate",
-    "DependencyGraph",
-    "JsonProgressObserver",
-    "Pipeline",
-    "Roi",
-    "Scheduler",
-    "SerialServer",
-    "Server",
-    "Task",
-    "TaskState",
-    "__version__",
-    "get_done_marker_basedir",
-    "get_tracking_basedir",
-    "run_blockwise",
-    "set_done_marker_basedir",
-    "set_tracking_basedir",
-]
+from . import logging, v1_compat, v2
+from .v1_compat import *  # noqa: F401,F403 - daisy's top level is the 1.x-compatible surface
+from .v1_compat import __all__, __version__  # noqa: F401

@@ -128,11 +128,14 @@ class DependencyGraph:
         self._handle = handle
         self._totals = totals
 
+    def _task_of(self, block: Block) -> str:
+        return block.task_id
+
     def _neighbours(self, op: str, block: Block) -> List[Block]:
         if not isinstance(block, Block):
             raise TypeError("%s() expects a Block; got %r (%s)" % (op, block,
                                                                    type(block).__name__))
-        answer = self._handle.request(op, task=block.task_id, readRoi=roi_json(block.read_roi),
+        answer = self._handle.request(op, task=self._task_of(block),
                                       writeRoi=roi_json(block.write_roi))
         return _blocks(answer, self._totals)
 
@@ -225,7 +228,7 @@ def _require_roi(value: Any, what: str) -> Roi:
                     % (what, value, type(value).__name__))
 
 
-class BlockwiseDependencyGraph:
+class BlockwiseDependencyGraph(DependencyGraph):
     """The blocks and dependencies of one task's tiling, without running it.
 
     ``total_read_roi`` is the task's total ROI; give ``total_write_roi`` instead to have it
@@ -260,8 +263,7 @@ class BlockwiseDependencyGraph:
             "requires": {}, "check": False, "mode": "block", "tracking": False,
             "resourceTracking": False, "skipMask": None,
         }], "edges": []}
-        self._handle = _Handle(spec)
-        self._totals = {task_id: total}
+        DependencyGraph.__init__(self, _Handle(spec), {task_id: total})
         self._info = self._handle.tasks.get(task_id, {})
 
     @property
@@ -295,18 +297,5 @@ class BlockwiseDependencyGraph:
         """The blocks whose write ROI meets `sub_roi`."""
         return self._blocks("within", roi=roi_json(_require_roi(sub_roi, "sub_roi")))
 
-    def _neighbours(self, op: str, block: Block) -> List[Block]:
-        if not isinstance(block, Block):
-            raise TypeError("%s() expects a Block; got %r (%s)" % (op, block,
-                                                                   type(block).__name__))
-        answer = self._handle.request(op, task=self.task_id, readRoi=roi_json(block.read_roi),
-                                      writeRoi=roi_json(block.write_roi))
-        return _blocks(answer, self._totals)
-
-    def upstream(self, block: Block) -> List[Block]:
-        """The blocks `block` depends on."""
-        return self._neighbours("upstream", block)
-
-    def downstream(self, block: Block) -> List[Block]:
-        """The blocks that depend on `block`."""
-        return self._neighbours("downstream", block)
+    def _task_of(self, block: Block) -> str:
+        return self.task_id  # any block of this tiling, whatever task it names

@@ -5,43 +5,10 @@ The v2 names, with daisy 1.x's spellings kept: ``Task(num_workers=..., upstream_
 list of tasks.
 """
 
-from .. import __version__
-from ..geometry import Coordinate, Roi
-from ._context import Context
-from ._progress import JsonProgressObserver
-from ._scheduler import BlockwiseDependencyGraph, DependencyGraph, Scheduler
-from ._server import SerialServer, Server, run_blockwise
-from ._task import (
-    Pipeline,
-    get_done_marker_basedir,
-    get_tracking_basedir,
-    set_done_marker_basedir,
-    set_tracking_basedir,
-)
-from ._types import Block, BlockStatus, TaskState
-from ._workers import Client
-from .v1_compat_task import Task
+from . import v2
+from .v2 import *  # noqa: F401,F403 - the v2 names, with the 1.x Task below
+from .v2 import __version__  # noqa: F401
+from ._server import SerialServer
+from .v1_compat_task import Task  # noqa: F811 - accepts num_workers= and upstream_tasks=
 
-__all__ = [
-    "Block",
-    "BlockStatus",
-    "BlockwiseDependencyGraph",
-    "Client",
-    "Context",
-    "Coordinate",
-    "DependencyGraph",
-    "JsonProgressObserver",
-    "Pipeline",
-    "Roi",
-    "Scheduler",
-    "SerialServer",
-    "Server",
-    "Task",
-    "TaskState",
-    "__version__",
-    "get_done_marker_basedir",
-    "get_tracking_basedir",
-    "run_blockwise",
-    "set_done_marker_basedir",
-    "set_tracking_basedir",
-]
+__all__ = sorted(set(v2.__all__) | {"SerialServer"})
