@@ -248,7 +248,7 @@ def test_launch_runs_block_and_worker_functions_in_processes_the_launcher_starts
     script = tmp_path / "launched.py"
     script.write_text(LAUNCHED)
     env = dict(__import__("os").environ, PYTHONPATH=":".join(p for p in sys.path if p))
-    run = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env,
+    run = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, cwd=str(tmp_path),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     import os
