@@ -19,6 +19,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import _worker_client as wc
+from . import _allocator
 from . import _progress
 from . import _task
 from . import logging as _worker_log
@@ -334,6 +335,8 @@ def _execute(pipeline: Any, *, serial: bool, resources: Any, progress: Any,
             server.last_task_order = prepared.order
         observer = None if serial else _progress.resolve_observer(progress, prepared.order)
         options = _run_options(serial, resources, observer is not None, extra)
+        if not serial:
+            _allocator.keep_allocator_warm()  # the worker profile's MALLOC_TOP_PAD_, by mallopt
         run = get_session().start_run(prepared.spec, options)
         loop = _RunLoop(prepared, run, observer, stop_event, server)
         try:
