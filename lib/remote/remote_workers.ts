@@ -24,7 +24,7 @@ import {
 } from "../execute/worker_profile.ts";
 import type { HelloMessage, PythonInit } from "../execute/protocol/messages.ts";
 import type { ByteChannel } from "../execute/byte_channel.ts";
-import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
+import type { LaunchConfig, LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
 import { InputError } from "../errors.ts";
 import { selfCommand } from "../runtime/mod.ts";
@@ -61,7 +61,6 @@ export const FIRST_CLAIMS = 64;
 export const FIRST_MEASURE_MS = 250;
 export { SLOT_ENV };
 export const WALLTIME_MARGIN_ENV = "BLOCKWISE_WALLTIME_MARGIN";
-export const WORKER_ID_ENV = "BLOCKWISE_WORKER_ID";
 
 export interface RemoteWorkersOptions {
   readonly pipeline: PipelineConfig;
@@ -342,8 +341,6 @@ export class RemoteWorkers {
       [SECRET_ENV]: this.#secret,
       [SLOT_ENV]: slot,
       [CONNECT_ENV]: formatAddress(this.#connect),
-      // The worker's number, for a daisy worker function's context (`worker_id`).
-      [WORKER_ID_ENV]: String(spec.id),
     };
     if ("walltimeMargin" in launch && launch.walltimeMargin !== null) {
       env[WALLTIME_MARGIN_ENV] = String(launch.walltimeMargin);

@@ -19,7 +19,17 @@ from typing import List, Optional
 from .. import _worker_client as wc
 from ._workers import WorkerLaunches, _Launch
 
-WORKER_ID_ENV = "BLOCKWISE_WORKER_ID"
+
+
+def _worker_number(env: dict) -> int:
+    """A number for the worker's context (daisy's ``worker_id``): its element of a SLURM job
+    array when it is one, else its process id. The launch environment names no number, since
+    the workers of one SLURM job array must share one environment but their slot."""
+    for name in ("SLURM_ARRAY_TASK_ID", "SLURM_PROCID"):
+        value = env.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return os.getpid()
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -48,7 +58,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                "same script version on every node" % (args.module, args.function))
         return 2
     task_id = args.task or "task"
-    worker = int(env.get(WORKER_ID_ENV, "0") or 0)
+    worker = _worker_number(env)
     launch = _Launch(task_id, worker, env)
     workers = WorkerLaunches({task_id: (function, args.mode)}, lambda message: None)
     if args.mode == "worker":
