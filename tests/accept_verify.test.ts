@@ -157,6 +157,33 @@ describe("blockwise verify", () => {
   });
 });
 
+describe("blockwise verify with nothing to verify", () => {
+  it("says so per task and in the closing line (exit 0), never that outputs match", async () => {
+    const dir = newDir("no-outputs");
+    const roi = { offset: [0], shape: [4] };
+    const block = { offset: [0], shape: [2] };
+    fs.writeFileSync(
+      path.join(dir, "pipeline.mjs"),
+      `export default { tasks: [
+  { id: "plain", totalRoi: ${JSON.stringify(roi)}, readRoi: ${JSON.stringify(block)},
+    writeRoi: ${JSON.stringify(block)}, process() {} },
+] };
+`,
+    );
+    const run = await cli(dir, "run");
+    assert.equal(run.code, 0, describeRun(run));
+    const r = await runCli(["verify", trackingOf(dir)]);
+    assert.equal(r.code, 0, describeRun(r));
+    assert.doesNotMatch(r.stdout, /matches its manifest/);
+    assert.match(r.stdout, /task "plain" .*: nothing to verify: no outputs recorded/);
+    assert.match(r.stdout, /^verify: nothing to verify: no outputs recorded in the store/m);
+    const json = JSON.parse((await runCli(["verify", trackingOf(dir), "--json"])).stdout) as {
+      checked: number;
+    };
+    assert.equal(json.checked, 0);
+  });
+});
+
 describe("read-only commands during a run", () => {
   it("verify and plan label the moment of a live run; nothing in flight is reported as damage", async () => {
     const dir = newDir("live");

@@ -64,6 +64,36 @@ describe("blockwise init", () => {
     }
   });
 
+  it("--python in a folder with a .gitignore appends the lines it lacks, or leaves it, and says which", async () => {
+    const dir = newDir("git");
+    const ignore = path.join(dir, ".gitignore");
+    fs.writeFileSync(ignore, "node_modules\n/tracking\n");
+    const init = await runCli(["init", dir, "--python"]);
+    assert.equal(init.code, 0, describeRun(init));
+    assert.deepEqual(fs.readdirSync(dir).sort(), [".gitignore", "pipeline.mjs", "task.py"]);
+    assert.match(init.stdout, /Wrote .*pipeline\.mjs, .*task\.py\n/);
+    assert.match(
+      init.stdout,
+      /Appended out\/, \.blockwise-staging\/ to the existing .*\.gitignore\n/,
+    );
+    const text = fs.readFileSync(ignore, "utf8");
+    assert.ok(text.startsWith("node_modules\n/tracking\n"), text);
+    assert.deepEqual(text.split("\n").filter((l) => l === "tracking/" || l === "out/"), ["out/"]);
+    for (const name of ["pipeline.mjs", "task.py"]) fs.rmSync(path.join(dir, name));
+    const again = await runCli(["init", dir]);
+    assert.equal(again.code, 0, describeRun(again));
+    assert.match(again.stdout, /Left the existing .*\.gitignore as it is \(it already ignores/);
+    assert.equal(fs.readFileSync(ignore, "utf8"), text);
+  });
+
+  it("in the current folder: no `cd .` among the next steps", async () => {
+    const dir = newDir("here");
+    const init = await runCli(["init"], { cwd: dir });
+    assert.equal(init.code, 0, describeRun(init));
+    assert.doesNotMatch(init.stdout, /cd \./);
+    assert.match(init.stdout, /Next:\n {2}blockwise plan pipeline\.mjs\n/);
+  });
+
   it("never overwrites a file: exit 2 naming it, nothing written", async () => {
     const dir = newDir("taken");
     fs.writeFileSync(path.join(dir, "pipeline.mjs"), "// mine\n");

@@ -379,6 +379,10 @@ describe("blockwise run", () => {
     const r = await run.done;
     assert.equal(r.code, 130, r.stderr);
     assert.match(r.stderr, /Received SIGINT/);
+    assert.match(
+      r.stderr,
+      /then stopping .*\nNothing is tracked \(no --tracking-dir\): a new run starts over\.\n/,
+    );
     assert.match(r.stderr, /Execution summary/);
     // The process is gone, and with it every worker thread: no block can start any more.
     assert.throws(() => process.kill(run.pid, 0), /ESRCH/);

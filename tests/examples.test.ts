@@ -51,6 +51,24 @@ async function join(
   for (const w of await Promise.all(workers)) assert.equal(w.code, 0, describeRun(w));
 }
 
+/**
+ * examples/python_segment's labels in the copy `dir`: their shape, whether they are the input
+ * thresholded at 0.5 everywhere, and whether the 8-voxel shell holds foreground (about half of
+ * it; all zeros where no block writes).
+ */
+function segmentLabels(dir: string): unknown {
+  const code = `import json, sys
+import numpy as np
+raw, labels = (np.load(sys.argv[1] + "/data/" + n + ".npy") for n in ("raw", "labels"))
+shell = np.ones(labels.shape, bool)
+shell[8:-8, 8:-8, 8:-8] = False
+print(json.dumps(dict(shape=list(labels.shape), matches=bool((labels == (raw > 0.5)).all()),
+                      shell=bool(0.4 < labels[shell].mean() < 0.6))))`;
+  const r = spawnSync("python3", ["-c", code, dir], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
 const count = (dir: string, sub: string) => fs.readdirSync(path.join(dir, sub)).length;
 
 const EXAMPLES: readonly Example[] = [
@@ -166,7 +184,11 @@ const EXAMPLES: readonly Example[] = [
     exit: 0,
     env: { NO_FOREGROUND: "0" },
     needsNumpy: true,
-    check: (_dir, said) => assert.match(said, /All 64 blocks completed\./),
+    check: (dir, said) => {
+      assert.match(said, /All 64 blocks completed\./);
+      // The whole volume is labelled, its 8-voxel border too (no shell of zeros).
+      assert.deepEqual(segmentLabels(dir), { shape: [256, 256, 256], matches: true, shell: true });
+    },
   },
 ];
 
@@ -222,4 +244,31 @@ describe("examples/", () => {
       example.check(dir, r.stdout + r.stderr);
     });
   }
+});
+
+describe("examples/compressed_zarr with SMOOTH_CRASH=1 (the README's Quick start)", () => {
+  it(
+    "kills itself once a block is done, whatever the machine's speed; the next run resumes",
+    SLOW,
+    async () => {
+      const dir = newDir("crash");
+      fs.cpSync(path.join(REPO_ROOT, "examples", "compressed_zarr"), dir, { recursive: true });
+      const args = ["run", "pipeline.mjs", "--tracking-dir", "tracking", "--no-progress"];
+      const killed = await startCli(args, { cwd: dir, env: { SMOOTH_CRASH: "1" } }).result;
+      assert.ok(killed.signal === "SIGKILL" || killed.code === 137, describeRun(killed));
+      const marks = fs.readFileSync(path.join(dir, "tracking", "smooth", "done", "c", "0", "0"));
+      const done = marks.filter((m) => m === 1).length;
+      // At least one block done; at most one per worker (maxWorkers: 2): each worker's second
+      // block kills the run.
+      assert.ok(done >= 1 && done <= 2, `${done} blocks done when the run was killed`);
+      const resumed = await startCli(args, { cwd: dir }).result;
+      assert.equal(resumed.code, 0, describeRun(resumed));
+      // A block committed but not marked yet when the kill came is adopted, and counted, too.
+      const m = /resumed, (\d+)\/6 blocks already done/.exec(resumed.stderr);
+      assert.ok(m !== null, describeRun(resumed));
+      const skipped = Number(m[1]);
+      assert.ok(skipped >= done && skipped <= 2, `${skipped} resumed, ${done} were marked`);
+      assert.match(resumed.stderr, new RegExp(`All 6 blocks completed \\(${skipped} skipped\\)`));
+    },
+  );
 });

@@ -278,6 +278,69 @@ def fixed(block):
   );
 });
 
+describe("read_block in a Python task", () => {
+  const numpy = spawnSync(PYTHON, ["-c", "import numpy"], { encoding: "utf8" });
+  const WITH_NUMPY = numpy.status === 0 || missing !== null
+    ? SLOW
+    : { ...SLOW, skip: "skipped: python3 cannot import numpy" };
+
+  it(
+    "reads every edge block's read ROI whole, padded with the fill where it leaves the volume",
+    WITH_NUMPY,
+    async () => {
+      const dir = newDir("read-block");
+      // The 40x40 volume grown by the 2-voxel context, as pipelines.md advises.
+      const { result, failures } = await run(
+        dir,
+        `{ id: "t", totalRoi: { offset: [-2, -2], shape: [44, 44] },
+          readRoi: { offset: [-2, -2], shape: [14, 14] },
+          writeRoi: { offset: [0, 0], shape: [10, 10] }, maxWorkers: 2, maxRetries: 0,
+          python: { module: "task.py" } }`,
+        `import json, os
+
+import numpy as np
+from blockwise_geometry import Roi, read_block
+
+LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log.jsonl")
+VOLUME = np.arange(1, 40 * 40 + 1, dtype=np.int32).reshape(40, 40)
+
+
+def process(block):
+    read = block.read_roi
+    data = read_block(VOLUME, read, fill=-1)
+    inside = read.intersect(Roi((0, 0), VOLUME.shape))
+    expected = np.full(tuple(read.shape), -1, dtype=np.int32)
+    expected[inside.to_slices(origin=read.offset)] = VOLUME[inside.to_slices()]
+    row = dict(index=list(block.index), shape=list(data.shape),
+               equal=bool((data == expected).all()), padded=int((data == -1).sum()))
+    with open(LOG, "a") as f:
+        f.write(json.dumps(row) + "\\n")
+`,
+      );
+      assertAllBalanced(result);
+      assert.deepEqual(failures, []);
+      assert.equal(countersOf(result, "t").completed, 16);
+      const got = fs.readFileSync(path.join(dir, "log.jsonl"), "utf8").split("\n")
+        .filter((l) => l !== "").map((l) =>
+          JSON.parse(l) as { index: number[]; shape: number[]; equal: boolean; padded: number }
+        );
+      assert.equal(got.length, 16);
+      let edges = 0;
+      for (const row of got) {
+        const [i, j] = row.index as [number, number];
+        assert.deepEqual(row.shape, [14, 14], `block ${row.index}`);
+        assert.ok(row.equal, `block ${row.index}`);
+        // 2 rows or columns stick out on each side at the volume's edge.
+        const out = (k: number) => (k === 0 || k === 3 ? 2 : 0);
+        const expected = 14 * 14 - (14 - out(i)) * (14 - out(j));
+        assert.equal(row.padded, expected, `block ${row.index}`);
+        if (expected > 0) edges++;
+      }
+      assert.equal(edges, 12);
+    },
+  );
+});
+
 describe("the Python client's folder", () => {
   it("holds the client and its geometry module, named by their content, written once", () => {
     const dir = newDir("folder");

@@ -51,6 +51,27 @@ import { PYTHON_CLIENT_SOURCE } from "../lib/remote/python_client_source.ts";
 const newDir = scratchDirs("pytasks");
 const missing = pythonMissing();
 
+/**
+ * Checks examples/python's volumes (argv[1] is its folder): the 2-voxel shell of smoothed.npy
+ * holds no zero, smoothed is the mean over 5³ voxels of raw.npy padded with zeros (computed with
+ * summed-area tables), and mask is smoothed > 0.5, everywhere.
+ */
+const WHOLE_VOLUME = `import json, sys
+import numpy as np
+d = sys.argv[1] + "/data/"
+raw, smoothed, mask = (np.load(d + n + ".npy") for n in ("raw", "smoothed", "mask"))
+k = 5
+c = np.pad(np.pad(raw, 2).astype(np.float64).cumsum(0).cumsum(1).cumsum(2), ((1, 0),) * 3)
+a, b = slice(k, None), slice(None, -k)
+mean = (c[a, a, a] - c[b, a, a] - c[a, b, a] - c[a, a, b] + c[b, b, a] + c[b, a, b]
+        + c[a, b, b] - c[b, b, b]) / k ** 3
+shell = np.ones(smoothed.shape, bool)
+shell[2:-2, 2:-2, 2:-2] = False
+print(json.dumps(dict(shape=list(smoothed.shape), zerosInShell=int((smoothed[shell] == 0).sum()),
+                      smoothedMatches=bool(np.abs(mean - smoothed).max() < 1e-4),
+                      maskMatches=bool((mask == (smoothed > 0.5)).all()))))
+`;
+
 /** Why the numpy example cannot run here, or null. */
 function numpyMissing(): string | null {
   const r = spawnSync(PYTHON, ["-c", "import numpy"], { encoding: "utf8" });
@@ -615,6 +636,18 @@ def process(block):
     assert.match(first.stdout, /\[smooth:w\d+\] worker \d+ opened its volumes/);
     const counts = fs.readdirSync(path.join(dir, "examples", "python", "counts"));
     assert.equal(counts.length, 64);
+    // The whole volume is written, its border too (no shell of zeros): smoothed is the mean of
+    // the zero-padded input over 5³ voxels everywhere, and the mask thresholds all of it.
+    const written = spawnSync(PYTHON, ["-c", WHOLE_VOLUME, path.join(dir, "examples", "python")], {
+      encoding: "utf8",
+    });
+    assert.equal(written.status, 0, written.stderr);
+    assert.deepEqual(JSON.parse(written.stdout), {
+      shape: [128, 128, 128],
+      zerosInShell: 0,
+      smoothedMatches: true,
+      maskMatches: true,
+    });
     const again = await runCli(runArgs(file, tracking), { cwd: dir });
     assert.equal(again.code, 0, describeRun(again));
     assert.match(again.stderr, /All 128 blocks completed \(128 skipped\)/);

@@ -22,6 +22,7 @@ import { cantorNumber } from "../lib/blocks/mod.ts";
 import { makeSyntheticStore } from "../bench/report_stores.ts";
 import { BROWSER_TEST, launchChromium, watchPage } from "./helpers/chromium.ts";
 import { cellColor, counts, noProblems, shot } from "./helpers/page_probe.ts";
+import { pythonMissing } from "./fixtures/python_peer.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
 const BUN = path.join(REPO, "node_modules", ".bin", "bun");
@@ -125,10 +126,87 @@ describe("reports and dashboards of real runs, in Chromium", () => {
     );
     assert.equal(slowest[1], String(cantorNumber([1, 1])), slowest.join(" | "));
     assert.equal(slowest[2], "(1, 1)", slowest.join(" | "));
+    // The failure's stack, with the user's frame and without blockwise's own (issue 48).
+    const stack = await p.$eval(
+      'section[data-task="grid"] [data-first-traceback] pre',
+      (el) => el.textContent ?? "",
+    );
+    assert.match(stack, /^Error: bad block 2,3\n\s+at .*pipeline\.mjs:\d+:\d+/);
+    assert.ok(!stack.includes("block_worker"), stack);
     await shot(p, "report-real-run");
     noProblems(problems);
     await p.close();
   });
+
+  // Issue 48 item 1: the report showed a failed Python block's message only; it shows the
+  // traceback, line for line, its `~~~^^^` markers under the expression they point at.
+  it(
+    "report.html shows the first failed Python block's traceback, markers aligned",
+    { ...BROWSER_TEST, skip: BROWSER_TEST.skip || (pythonMissing() ?? false) },
+    async () => {
+      const dir = folderWith(
+        "python",
+        `export default { tasks: [{
+  id: "grid",
+  totalRoi: { offset: [0], shape: [4] },
+  readRoi: { offset: [0], shape: [1] },
+  writeRoi: { offset: [0], shape: [1] },
+  readWriteConflict: false,
+  maxRetries: 0,
+  python: { module: "task.py" },
+}] };
+`,
+      );
+      fs.writeFileSync(
+        path.join(dir, "task.py"),
+        "def process(block):\n    vol = [0] * 10\n" +
+          "    if block.index[0] == 2:\n        vol[0] = vol[block.index[0] + 100] + 1\n",
+      );
+      const ran = cli(["run", "pipeline.mjs", "--tracking-dir", "trk", "--no-progress"], dir);
+      assert.equal(ran.code, 1, ran.stderr);
+      const made = cli(["report", "trk", "-o", "report.html"], dir);
+      assert.equal(made.code, 0, made.stderr);
+      const { page: p, problems } = await page(pathToFileURL(path.join(dir, "report.html")).href);
+      const box = 'section[data-task="grid"] [data-first-traceback] pre';
+      const text = await p.$eval(box, (el) => el.textContent ?? "");
+      assert.match(text, /Traceback \(most recent call last\):/);
+      assert.match(
+        text,
+        /task\.py", line 4, in process\n {4}vol\[0\] = vol\[block\.index\[0\] \+ 100\] \+ 1\n/,
+      );
+      const lines = text.split("\n");
+      const at = lines.findIndex((l) => l.includes("vol[block.index[0] + 100]"));
+      const marks = lines[at + 1] ?? "";
+      assert.match(marks, /^ +~+\^+/, text);
+      // The first marker stands under the "v" of the second "vol", in pixels too.
+      const column = lines[at]!.lastIndexOf("vol[");
+      assert.equal(marks.search(/[~^]/), column, text);
+      const xs = await p.$eval(
+        box,
+        (el, at: number, column: number) => {
+          const node = el.firstChild!;
+          const s = node.textContent!;
+          let start = 0;
+          for (let k = 0; k < at; k++) start = s.indexOf("\n", start) + 1;
+          const next = s.indexOf("\n", start) + 1;
+          const x = (i: number) => {
+            const r = document.createRange();
+            r.setStart(node, i);
+            r.setEnd(node, i + 1);
+            return r.getBoundingClientRect().left;
+          };
+          return [x(start + column), x(next + column)];
+        },
+        at,
+        column,
+      );
+      assert.ok(Math.abs(xs[0]! - xs[1]!) < 0.5, `columns at ${xs[0]} and ${xs[1]} px`);
+      await p.$eval(box, (el) => el.scrollIntoView());
+      await shot(p, "report-python-traceback", false);
+      noProblems(problems);
+      await p.close();
+    },
+  );
 
   it("a million-block report opens with the counts status gives", BROWSER_TEST, async () => {
     const dir = path.join(root, "million");

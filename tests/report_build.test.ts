@@ -21,6 +21,7 @@ import { buildReport } from "../lib/view/report_build.ts";
 import { cellShapeFor } from "../lib/view/map_build.ts";
 import { lastErrorsOf } from "../lib/outputs/errors_log.ts";
 import { distribution } from "../lib/view/block_stats.ts";
+import { userStack } from "../lib/view/stack_frames.ts";
 import {
   CELL_DONE,
   CELL_FAILED,
@@ -137,6 +138,20 @@ describe("the report's document", () => {
     assert.equal(bad.attempts, 2);
   });
 
+  // Issue 48 item 11: blockwise's own frames (minified `/$bunfs/root/workers/block_worker.js`
+  // frames in the binary, lib/ and workers/ from source) are dropped, the user's kept.
+  it("keeps the user's stack frames of a failure and drops blockwise's own", () => {
+    const bad = task.failures.blocks.find((b) => b.message === "bad block 2,3")!;
+    const raw = lastErrorsOf(task.path, new Set(["2,3"])).get("2,3")!.stack;
+    assert.ok(raw.some((l) => l.includes(path.join(REPO, "workers"))), raw.join("\n"));
+    assert.equal(bad.stack[0], "Error: bad block 2,3");
+    assert.ok(bad.stack.some((l) => /pipeline\.mjs:\d+/.test(l)), bad.stack.join("\n"));
+    for (const line of bad.stack) {
+      assert.ok(!line.includes(path.join(REPO, "workers")), line);
+      assert.ok(!line.includes(path.join(REPO, "lib")), line);
+    }
+  });
+
   it("counts the measured blocks in the timeline and the distributions", () => {
     const timeline = task.timeline!;
     // Failed attempts are measured too: 30 bars, 28 of them done.
@@ -217,6 +232,93 @@ describe("the report's document", () => {
         assert.equal(codes[c], expected, `cell ${ci},${cj}`);
       }
     }
+  });
+});
+
+// Issue 48 item 8: 2 workers with a window of several blocks each. `sent_at`..`returned_at`
+// holds the time a block waited in its worker's window: drawn from it, the chart showed 4
+// running and each bar twice its block. Drawn from the time each block ran, neither.
+describe("the timeline of 2 workers", () => {
+  const BLOCK_MS = 250;
+  let timeline: TaskView["timeline"] = null;
+  before(() => {
+    const dir = path.join(root, "two-workers");
+    fs.mkdirSync(dir);
+    fs.writeFileSync(
+      path.join(dir, "pipeline.mjs"),
+      `
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export default { tasks: [{
+  id: "even",
+  totalRoi: { offset: [0], shape: [100] },
+  readRoi: { offset: [0], shape: [10] },
+  writeRoi: { offset: [0], shape: [10] },
+  readWriteConflict: false,
+  maxWorkers: 2,
+  async process() { await sleep(${BLOCK_MS}); },
+}] };
+`,
+    );
+    const r = cli(
+      ["run", "pipeline.mjs", "--tracking-dir", "trk", "--resource-tracking", "--no-progress"],
+      dir,
+    );
+    assert.equal(r.code, 0, r.stderr);
+    timeline = buildReport(path.join(dir, "trk")).tasks[0]!.timeline;
+  });
+
+  it("never shows more blocks running than workers", () => {
+    assert.equal(timeline!.blocks, 10);
+    assert.equal(timeline!.workers.length, 2);
+    const most = Math.max(...timeline!.running.map(([, n]) => n));
+    assert.ok(most <= 2, `${most} running at once with 2 workers`);
+    assert.equal(most, 2);
+  });
+
+  it("draws each bar as long as its block ran, one at a time per worker", () => {
+    for (const [, start, end] of timeline!.bars) {
+      const ms = (end - start) * 1000;
+      assert.ok(ms >= BLOCK_MS - 5 && ms < BLOCK_MS + 60, `a bar of ${ms} ms`);
+    }
+    for (let lane = 0; lane < 2; lane++) {
+      const bars = timeline!.bars.filter((b) => b[0] === lane).sort((a, b) => a[1] - b[1]);
+      for (let k = 1; k < bars.length; k++) {
+        assert.ok(bars[k]![1] >= bars[k - 1]![2] - 0.005, `worker ${lane}: overlapping bars`);
+      }
+    }
+  });
+
+  // Issue 48 item 11: a resumed run's row said "completed 10" without saying all were skipped.
+  it("gives a resumed run's skipped blocks beside its completed ones", () => {
+    const dir = path.join(root, "two-workers");
+    const r = cli(["run", "pipeline.mjs", "--tracking-dir", "trk", "--no-progress"], dir);
+    assert.equal(r.code, 0, r.stderr);
+    const runs = buildReport(path.join(dir, "trk")).tasks[0]!.runs;
+    assert.deepEqual(
+      runs.map((run) => [run.blocks_completed, run.blocks_skipped, run.blocks_failed]),
+      [[10, 0, 0], [10, 10, 0]],
+    );
+  });
+});
+
+describe("userStack", () => {
+  it("drops the compiled binary's own frames and keeps the user's, and a Python traceback whole", () => {
+    assert.deepEqual(
+      userStack([
+        "Error: boom",
+        "    at process (/home/u/pipeline.mjs:13:39)",
+        "    at drain (/$bunfs/root/workers/block_worker.js:54:1986)",
+        "    at <anonymous> (/$bunfs/root/workers/block_worker.js:54:3120)",
+      ]),
+      ["Error: boom", "    at process (/home/u/pipeline.mjs:13:39)"],
+    );
+    const python = [
+      "Traceback (most recent call last):",
+      '  File "/home/u/task.py", line 7, in process',
+      "    out[i] = vol[i + 100]",
+      "             ~~~^^^^^^^^^",
+    ];
+    assert.deepEqual(userStack(python), python);
   });
 });
 

@@ -356,7 +356,7 @@ describe("createRunConsole", () => {
     assert.ok(!stderr.text.includes("\x1b"));
   });
 
-  test("off mode: no progress, failures (without stacks) and notices still print", () => {
+  test("off mode: no progress; failures (the first with its stack) and notices still print", () => {
     const stderr = new FakeStream(true);
     const time = new ManualTime();
     const run = createRunConsole({
@@ -380,6 +380,9 @@ describe("createRunConsole", () => {
       stderr.text,
       "✗ extract/12 (0, 1, 2) failed after 3 attempts: RangeError: no signal here\n" +
         "    second line of the message\n" +
+        // --no-progress keeps where the block failed (issue 48).
+        "    at process (pipeline.ts:10:5)\n" +
+        "    at run (worker.ts:3:1)\n" +
         // The same error again: named once, not repeated (lib/report/failure_groups.ts).
         "✗ extract/13 (0, 1, 2) failed after 3 attempts: same error as extract/12\n" +
         "a notice\n",

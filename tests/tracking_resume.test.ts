@@ -151,6 +151,16 @@ describe("resume after a partial run", () => {
       await interruptHeld(first, release);
       const r1 = await first.result;
       expectInterrupted(r1);
+      // The signal's message says which command resumes: the same one, with the tracking dir.
+      assert.match(
+        r1.stderr,
+        new RegExp(
+          `finishing blocks in flight, then stopping .*\n` +
+            `To resume \\(done blocks are skipped\\): blockwise run ${
+              escape(file)
+            } --tracking-dir ${escape(tracking)}\n`,
+        ),
+      );
       const ranFirst = loggedCells(log, "a");
       assert.ok(ranFirst.length < BLOCKS, `the run was stopped early (${ranFirst.length} blocks)`);
       // Blocks in flight at the signal finish and are recorded; nothing else is marked done.
@@ -335,6 +345,7 @@ describe("resource tracking", () => {
     const worker = readUint32(store, "worker_id");
     const sent = readFloat64(store, "sent_at");
     const returned = readFloat64(store, "returned_at");
+    const finished = readFloat64(store, "finished_at");
     const gpu = readFloat32(store, "gpu_util_pct");
     const record = runRecords(store)[0]!;
     const workers = new Set(
@@ -350,6 +361,14 @@ describe("resource tracking", () => {
       assert.ok(rss[c]! > 0n, `peak_rss_bytes[${c}] = ${rss[c]}`);
       assert.ok(workers.has(worker[c]!), `worker_id[${c}] = ${worker[c]}`);
       assert.ok(sent[c]! <= returned[c]!, `sent_at[${c}] <= returned_at[${c}]`);
+      // The worker's clock, the same machine's: it ran between being sent and returned.
+      const slack = 0.005;
+      assert.ok(
+        finished[c]! - wall[c]! >= sent[c]! - slack && finished[c]! <= returned[c]! + slack,
+        `cell ${c}: ran ${finished[c]! - wall[c]!}..${finished[c]}, sent ${sent[c]}, returned ${
+          returned[c]
+        }`,
+      );
       assert.ok(sent[c]! >= t0 && returned[c]! <= t1, `cell ${c} within the run's time window`);
       assert.ok(Number.isNaN(gpu[c]), "gpu_util_pct is reserved (NaN)");
     }

@@ -95,6 +95,8 @@ const SEED_ARRAYS: readonly {
   { name: "worker_id", dtype: "uint32", size: 4, fill: 4294967295, resource: true },
   { name: "sent_at", dtype: "float64", size: 8, fill: "NaN", resource: true },
   { name: "returned_at", dtype: "float64", size: 8, fill: "NaN", resource: true },
+  // Not in seed 000: when the worker finished the block (issue 48, the report's timeline).
+  { name: "finished_at", dtype: "float64", size: 8, fill: "NaN", resource: true },
 ];
 
 /** The little-endian bytes of one fill element (quiet NaN: top mantissa bit only). */
@@ -569,6 +571,34 @@ describe("refusals leave the store untouched", () => {
       /resource tracking arrays are missing \(wall_seconds, .*returned_at\)/,
       false,
     );
+  });
+
+  it("a store made before finished_at is not damaged; a run with resource tracking adds it", async () => {
+    const l = layout();
+    const dir = storePath();
+    (await open(dir, l)).close();
+    fs.rmSync(path.join(dir, "finished_at"), { recursive: true });
+    const before = readStoreMetadata(dir);
+    assert.equal(before.resourceTracking, true);
+    assert.ok(!before.arrays.some((a) => a.name === "finished_at"));
+    const store = await open(dir, l);
+    // As the run loop passes them: the worker's record figures in `Usage` order.
+    store.recordBlock(5, 1_700_000_000_000, 1_700_000_000_300, 2, [
+      0.25,
+      0.2,
+      1,
+      2,
+      3,
+      1_700_000_000.28,
+      0,
+    ]);
+    store.close();
+    assert.ok(readStoreMetadata(dir).arrays.some((a) => a.name === "finished_at"));
+    const finished = new Float64Array(
+      fs.readFileSync(path.join(dir, "finished_at", "c", "0", "0")).buffer,
+    );
+    assert.equal(finished[5], 1_700_000_000.28);
+    assert.ok(Number.isNaN(finished[4]));
   });
 
   it("a missing chunk is not refused: it is restored as the fill value, with a notice", async () => {

@@ -286,15 +286,22 @@ describe("the report page in Chromium", () => {
         task,
         c,
       );
-    // Default: rows axis 1, columns axis 2, slice 0 of axis 0.
+    const slider = (v: string) =>
+      page.$eval(`input[data-slice-axis="0"]`, (el, v) => {
+        (el as HTMLInputElement).value = v;
+        el.dispatchEvent(new Event("input"));
+      }, v);
+    // Rows axis 1, columns axis 2, on the slice of the first failed block (1, 2, 3): index 1 of
+    // axis 0 (issue 48 item 11: it opened on slice 0, where no block failed).
+    assert.ok(await rect([1, 2, 3]) !== null);
+    assert.equal(await rect([0, 2, 3]), null);
+    assert.equal(await cellColor(page, task, GRID3D_CELLS.failed[0]), FAILED);
+    // The slider moves axis 0 to 0, and back to 1.
+    await slider("0");
     assert.ok(await rect([0, 2, 3]) !== null);
     assert.equal(await rect([1, 2, 3]), null);
     assert.equal(await cellColor(page, task, [0, 0, 0]), NEVER_RUN);
-    // The slider moves axis 0 to 1, where block (1, 2, 3) failed.
-    await page.$eval(`input[data-slice-axis="0"]`, (el) => {
-      (el as HTMLInputElement).value = "1";
-      el.dispatchEvent(new Event("input"));
-    });
+    await slider("1");
     assert.equal(await cellColor(page, task, GRID3D_CELLS.failed[0]), FAILED);
     const text = await hover(page, task, [1, 2, 3]);
     const position = grid3d.layout.positionOf([1, 2, 3]);
@@ -333,6 +340,70 @@ describe("the report page in Chromium", () => {
     noProblems(problems);
     await page.close();
   });
+
+  // Issue 48 items 1 and 11: the report showed a failure's message only, and each run's
+  // completed blocks without saying how many of them were skipped.
+  it(
+    "shows the first failure's traceback as written, and each run's skipped blocks",
+    BROWSER_TEST,
+    async () => {
+      const traceback = [
+        "Traceback (most recent call last):",
+        '  File "/home/u/task.py", line 7, in process',
+        "    out[i] = vol[i + 100]",
+        "             ~~~^^^^^^^^^",
+        "IndexError: index 105 is out of bounds for axis 0 with size 100",
+      ];
+      const [first, ...rest] = grid2d.view.failures.blocks;
+      const task: TaskView = {
+        ...grid2d.view,
+        failures: { ...grid2d.view.failures, blocks: [{ ...first!, stack: traceback }, ...rest] },
+      };
+      const { page, problems } = await open(
+        writePage("traceback", reportOf([{ ...grid2d, view: task }])),
+      );
+      const box = `section[data-task="segment"] [data-first-traceback="${first!.id}"]`;
+      const shown = await page.$eval(`${box} pre`, (el) => ({
+        text: el.textContent,
+        whiteSpace: getComputedStyle(el).whiteSpace,
+      }));
+      assert.equal(shown.text, traceback.join("\n"));
+      assert.equal(shown.whiteSpace, "pre");
+      // The markers stand under the expression they point at: the first "~" under the "v" of
+      // "vol", both in column 13.
+      const xs = await page.$eval(`${box} pre`, (el) => {
+        const text = el.firstChild!;
+        const s = text.textContent!;
+        const x = (at: number) => {
+          const r = document.createRange();
+          r.setStart(text, at);
+          r.setEnd(text, at + 1);
+          return r.getBoundingClientRect().left;
+        };
+        return [x(s.indexOf("vol")), x(s.indexOf("~"))];
+      });
+      assert.ok(Math.abs(xs[0]! - xs[1]!) < 0.5, `columns at ${xs[0]} and ${xs[1]} px`);
+      const runs = await page.$$eval(
+        'section[data-task="segment"] tr[data-run]',
+        (rows) => rows.map((r) => [...r.querySelectorAll("td")].map((td) => td.textContent)),
+      );
+      const headers = await page.$$eval(
+        'section[data-task="segment"] tr[data-run]',
+        (rows) =>
+          [...rows[0]!.closest("table")!.querySelectorAll("th")].map((th) => th.textContent),
+      );
+      const col = headers.indexOf("skipped");
+      assert.ok(col > headers.indexOf("completed"), headers.join(", "));
+      assert.deepEqual(
+        runs.map((r) => r[col]),
+        task.runs.map((r) => String(r.blocks_skipped)),
+      );
+      await page.$eval(box, (el) => el.scrollIntoView());
+      await shot(page, "report-first-traceback", false);
+      noProblems(problems);
+      await page.close();
+    },
+  );
 
   it("draws aggregated cells with their done fraction and block range", BROWSER_TEST, async () => {
     const { page, problems } = await open(writePage("aggregated", MAIN));

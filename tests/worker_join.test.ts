@@ -24,6 +24,7 @@ import { PROTOCOL_VERSION, type ToWorker } from "../lib/execute/protocol/message
 import { joinSlot, newNonce, newSecret, workerProof } from "../lib/remote/auth.ts";
 import { type JoinAnswer, WorkerServer } from "../lib/remote/worker_server.ts";
 import { pythonMissing } from "./fixtures/python_peer.ts";
+import { killStartedAfterEach, track } from "./fixtures/started.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import {
   BUN,
@@ -64,11 +65,11 @@ function worker(args: readonly string[], cwd: string): Worker {
   const env: Record<string, string | undefined> = { ...process.env, NO_COLOR: "1" };
   delete env["BLOCKWISE_SECRET"];
   delete env["BLOCKWISE_WORKER_SLOT"];
-  const child = spawn(BUN, [MAIN, "worker", ...args], {
+  const child = track(spawn(BUN, [MAIN, "worker", ...args], {
     cwd,
     env,
     stdio: ["ignore", "pipe", "pipe"],
-  });
+  }));
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (t: string) => (stdout += t));
@@ -96,6 +97,9 @@ function assertEachOnce(counts: Map<number, number>, blocks: number, except: num
 }
 
 describe("workers joining by hand", () => {
+  // A failed assertion must not leave the run (holding its blocks) and its joiners running.
+  killStartedAfterEach();
+
   it(
     "a manual task waits; two joiners do every block once; a third is told it is full",
     SLOW,
@@ -315,6 +319,8 @@ async function rawJoin(
 }
 
 describe("the handshake of a worker joining by hand", () => {
+  killStartedAfterEach();
+
   it("binds the task in its proof, reaches the join handler, and carries later", async () => {
     const secret = newSecret();
     const log: string[] = [];
@@ -360,6 +366,44 @@ describe("the handshake of a worker joining by hand", () => {
       assert.deepEqual(asked, ["a", ""]);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe("what a test starts", () => {
+  killStartedAfterEach();
+  let left: { cli: CliRun; joiner: Worker } | null = null;
+
+  it("(a test that ends with its run and a joiner holding a block)", SLOW, async () => {
+    const dir = newDir("left");
+    writePipeline(
+      dir,
+      `[{ id: "a", ${ROIS} maxWorkers: 1, launch: "manual",
+      process(block) { logCall(block); holdUntil("never"); } }]`,
+    );
+    const cli = run(dir);
+    const { connect, secretFile } = await joinLine(cli);
+    const joiner = worker(["--connect", connect, "--secret-file", secretFile], dir);
+    await until(() => calls(dir).length > 0, "the joiner to take a block");
+    // Ends here, as a failed assertion would: neither process would ever finish by itself.
+    left = { cli, joiner };
+  });
+
+  it("is killed when the test ends, pass or fail", async () => {
+    assert.ok(left !== null, "the previous test started a run");
+    const within = <T>(p: Promise<T>, what: string) =>
+      Promise.race([
+        p,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error(`${what} is still running`)), 10_000)
+        ),
+      ]);
+    const [r, w] = await Promise.all([
+      within(left.cli.finished, "the run"),
+      within(left.joiner.done, "the joiner"),
+    ]);
+    for (const f of [r, w]) {
+      assert.ok(f.signal === "SIGKILL" || f.code === 137, `killed: ${JSON.stringify(f)}`);
     }
   });
 });

@@ -233,14 +233,17 @@ async function drain(): Promise<void> {
         }
       }
     }
-    const seconds = (performance.now() - t0) / 1000;
+    const t1 = performance.now();
+    const seconds = (t1 - t0) / 1000;
     s[StatusSlot.Running] = 0;
     s[StatusSlot.Finished]! += 1;
     const at = recordCount * stride;
     records[at] = position;
     records[at + 1] = error === null ? STATUS_DONE : STATUS_FAILED;
     records[at + 2] = seconds;
-    meter?.ended(records, at);
+    // Finished at the instant the wall time ends, to the microsecond: the block ran from
+    // `finished_at - wall_seconds` (issue 48: the report's timeline and running chart).
+    meter?.ended(records, at, (performance.timeOrigin + t1) / 1000);
     if (error !== null) errors.push({ position, ...errorParts(error) });
     recordCount++;
     const now = performance.now();

@@ -13,6 +13,16 @@ import { openArray, readBlock, writeBlock } from "blockwise";
 
 const here = new URL(".", import.meta.url).pathname;
 const pause = Number(process.env.SMOOTH_PAUSE_MS ?? 0); // to watch a run, or kill one
+// SMOOTH_CRASH=1 (with --tracking-dir tracking), to try a resume: a worker's second block waits
+// until a block is marked done in the ledger, then kills the run as a crash would (SIGKILL).
+const crash = process.env.SMOOTH_CRASH === "1";
+let started = 0; // blocks this worker has started
+
+async function blocksDone() {
+  const done = new FileSystemStore(`${here}tracking/smooth/done`);
+  const marks = await zarr.get(await zarr.open(done, { kind: "array" }));
+  return marks.data.filter((mark) => mark === 1).length;
+}
 
 export default {
   tasks: [
@@ -30,6 +40,12 @@ export default {
         return await zarr.open(new FileSystemStore(`${here}raw.zarr`), { kind: "array" });
       },
       async process(block, raw, { outputs }) {
+        if (crash && started++ > 0) {
+          while ((await blocksDone()) === 0) {
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          process.kill(process.pid, "SIGKILL");
+        }
         const input = await readBlock(raw, block, { fill: 0 });
         const [rows, columns] = input.shape;
         const mean = new Uint16Array(rows * columns);

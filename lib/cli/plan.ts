@@ -2,7 +2,7 @@
  * `blockwise plan PIPELINE [--json] [--blocks]`: what a run would do, without running anything.
  */
 
-import { blockIdToJson, type TaskLayout } from "../blocks/mod.ts";
+import { blockIdToJson, coverageNotice, type TaskLayout } from "../blocks/mod.ts";
 import { roiToJson, roiToString } from "../geometry/mod.ts";
 import process from "node:process";
 import { InputError } from "../errors.ts";
@@ -14,6 +14,7 @@ import {
 } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
+import { checkPythonSyntax } from "../pipeline/python_syntax.ts";
 import { describeModuleChoices, moduleChoices } from "../pipeline/provided_modules.ts";
 import { describeSelection, selectForCommand } from "../pipeline/task_selection.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
@@ -73,7 +74,7 @@ export function taskPlan(
     read_write_conflict: layout.readWriteConflict,
     upstream: task.upstream,
     total_write_roi: roiToJson(layout.totalWriteRoi),
-    warnings: layoutWarnings(task, layout),
+    warnings: [...layoutWarnings(task, layout), ...coverageWarnings(task, layout)],
     skip_mask: mask === null ? null : { source: mask.source, skipped: mask.skipCount },
   };
 }
@@ -92,10 +93,17 @@ export function layoutWarnings(task: TaskConfig, layout: TaskLayout): string[] {
   ];
 }
 
+/** What no block writes of the task's total write ROI (fit "valid"), for `plan` and `run`. */
+export function coverageWarnings(task: TaskConfig, layout: TaskLayout): string[] {
+  const notice = coverageNotice(task.id, layout);
+  return notice === null ? [] : [notice];
+}
+
 /**
  * What `run` says of tasks without blocks: a task whose volume holds no block is almost always
  * a mistake in its ROIs, so the run is refused (exit 2) unless `--allow-empty` lets it go on
- * with a warning per such task.
+ * with a warning per such task. Then the tasks whose blocks leave part of their total write ROI
+ * unwritten (`coverageWarnings`), one warning each.
  */
 export function emptyTasks(
   pipeline: PipelineConfig,
@@ -108,12 +116,13 @@ export function emptyTasks(
       `${warnings.join("; ")}. Fix the ROIs, or pass --allow-empty to run the other tasks anyway.`,
     );
   }
-  return warnings;
+  return [...warnings, ...pipeline.tasks.flatMap((task, t) => coverageWarnings(task, layouts[t]!))];
 }
 
 export async function planCommand(file: string, options: PlanOptions): Promise<void> {
   const selection = selectForCommand(await loadPipeline(file), options);
   const pipeline = selection.pipeline;
+  checkPythonSyntax(pipeline);
   const leftOut = selection.leftOut.length === 0 ? {} : { tasks_left_out: selection.leftOut };
   const graph = buildPipelineGraph(pipeline);
   const masks = await loadRunMasks(

@@ -302,7 +302,9 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     });
 
   sub("init")
-    .description("write a starter pipeline (every field shown) and a .gitignore into DIR")
+    .description(
+      "write a starter pipeline (every field shown) and a .gitignore into DIR (an existing .gitignore gets the lines it lacks)",
+    )
     .argument("[dir]", "where to write them (default: this folder; created if missing)")
     .option("--python", "a pipeline whose process function is Python (task.py)")
     .action((dir: string | undefined, opts: { python?: boolean }) => {

@@ -36,7 +36,7 @@ import { TrackingSession } from "../tracking/mod.ts";
 import { combinePrechecks, mmapKindFor, summaryText } from "./run_parts.ts";
 import { RunDashboard } from "./run_serve.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
-import { installStopSwitch, type StopSwitch } from "./signals.ts";
+import { installStopSwitch, resumeHint, type StopSwitch } from "./signals.ts";
 import { LARGE_RUN_BLOCKS, planRunResume, trackedBlocks } from "./run_resume.ts";
 import {
   describeReconcile,
@@ -97,6 +97,7 @@ export async function runCommand(file: string, options: RunCommandOptions): Prom
   // Installed first, so that a signal is answered in every phase, loading included.
   const stop = installStopSwitch();
   stop.setPhase("loading the pipeline");
+  stop.setResume(resumeHint(file, options.trackingDir));
   try {
     const pipeline = await loadPipeline(file);
     return await runPipeline(pipeline, options, stop);

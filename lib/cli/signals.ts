@@ -28,6 +28,11 @@ export interface StopSwitch {
    * asked. Never exits the process: a second request is ignored.
    */
   readonly request: (reason: StopReason, why: string) => void;
+  /**
+   * The line the first signal's message ends with, saying how to go on ("to resume: blockwise
+   * run pipeline.mjs --tracking-dir tracking"), or null for none.
+   */
+  readonly setResume: (hint: string | null) => void;
   readonly dispose: () => void;
 }
 
@@ -37,6 +42,8 @@ export function installStopSwitch(
   let reason: StopReason | null = null;
   let phase: string | null = null;
   let cleanup = beforeHardExit;
+  let resume: string | null = null;
+  const then = () => (resume === null ? "" : `${resume}\n`);
   const listeners: ((reason: StopReason) => void)[] = [];
   const handler = (signal: StopReason) => () => {
     if (reason !== null) {
@@ -51,6 +58,7 @@ export function installStopSwitch(
         ? `\nReceived ${signal}: finishing blocks in flight, then stopping (send it again to stop now).\n`
         : `\nReceived ${signal} while ${phase}: stopping before any block runs (send it again to stop now).\n`,
     );
+    process.stderr.write(then());
     for (const l of listeners) l(signal);
   };
   const request = (signal: StopReason, why: string): void => {
@@ -61,6 +69,7 @@ export function installStopSwitch(
         ? `\n${why}: finishing blocks in flight, then stopping.\n`
         : `\n${why} while ${phase}: stopping before any block runs.\n`,
     );
+    process.stderr.write(then());
     for (const l of listeners) l(signal);
   };
   const onInt = handler("SIGINT");
@@ -73,9 +82,24 @@ export function installStopSwitch(
     setPhase: (p) => (phase = p),
     setHardExit: (c) => (cleanup = c),
     request,
+    setResume: (hint) => (resume = hint),
     dispose: () => {
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
     },
   };
+}
+
+/**
+ * What the first SIGINT/SIGTERM says about going on: the same command resumes from the
+ * tracking directory (done blocks are skipped); without one nothing is recorded.
+ */
+export function resumeHint(file: string, trackingDir: string | undefined): string {
+  const quote = (word: string) =>
+    /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
+  return trackingDir === undefined
+    ? "Nothing is tracked (no --tracking-dir): a new run starts over."
+    : `To resume (done blocks are skipped): blockwise run ${quote(file)} --tracking-dir ${
+      quote(trackingDir)
+    }`;
 }

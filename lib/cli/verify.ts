@@ -4,10 +4,11 @@
  * output is re-hashed and compared with the manifest (lib/outputs/verify.ts); with it, the
  * stores of PATH and OTHER are paired by task and compared block by block by content hash.
  *
- * Exit codes: 0 everything matches; 1 anything differs, is missing or is unpaired (the list
- * says what); 2 PATH does not exist; 3 a store cannot be read.
+ * Exit codes: 0 everything matches, or nothing was there to verify (no store records outputs:
+ * the closing line says "nothing to verify"); 1 anything differs, is missing or is unpaired
+ * (the list says what); 2 PATH does not exist; 3 a store cannot be read.
  *
- * `--json`: `{"stores": [StoreVerification, ...]}`, or with `--against`
+ * `--json`: `{"stores": [StoreVerification, ...], "ok": bool, "checked": stores re-hashed}`, or with `--against`
  * `{"comparisons": [StoreComparison, ...], "unpaired": [{task, store}], "equivalent": bool}`
  * (fields in lib/outputs/verify.ts and docs/guide/why-blocks-run.md).
  */
@@ -44,21 +45,31 @@ export async function verifyCommand(target: string, options: VerifyOptions): Pro
 async function verifyAll(target: string, json: boolean, out: LineWriter): Promise<number> {
   const results = findStores(target).map((dir) => verifyStore(dir));
   const problems = results.reduce((n, r) => n + r.problems.length, 0);
+  // A store with a note (no outputs recorded) was not checked: never count it as matching.
+  const checked = results.filter((r) => r.note === null).length;
   if (json) {
-    await out.line(JSON.stringify({ stores: results, ok: problems === 0 }, null, 2));
+    await out.line(JSON.stringify({ stores: results, ok: problems === 0, checked }, null, 2));
   } else {
     for (const r of results) for (const line of formatVerification(r)) await out.line(line);
     const bad = results.filter((r) => r.problems.length > 0).length;
+    const stores = (n: number) => `${n} store${n === 1 ? "" : "s"}`;
+    const unchecked = results.length - checked;
     await out.line(
-      problems === 0
-        ? `verify: every committed output matches its manifest (${results.length} store${
-          results.length === 1 ? "" : "s"
-        })`
-        : `verify: ${problems} problem${
-          problems === 1 ? "" : "s"
-        } in ${bad} of ${results.length} store${
-          results.length === 1 ? "" : "s"
-        }; the next run rebuilds those blocks (its start drops records whose files are missing; for modified files, blockwise reset STORE --roi OFFSET:SHAPE --yes or run --force TASK:OFFSET:SHAPE)`,
+      problems > 0
+        ? `verify: ${problems} problem${problems === 1 ? "" : "s"} in ${bad} of ${
+          stores(results.length)
+        }; the next run rebuilds those blocks (its start drops records whose files are missing; for modified files, blockwise reset STORE --roi OFFSET:SHAPE --yes or run --force TASK:OFFSET:SHAPE)`
+        : checked === 0
+        ? `verify: nothing to verify: ${
+          results.length === 0
+            ? "no stores found"
+            : `no outputs recorded in ${
+              results.length === 1 ? "the store" : `any of the ${stores(results.length)}`
+            } (a task declares outputs to have them hashed and checked; blockwise status shows which blocks are done)`
+        }`
+        : `verify: every committed output matches its manifest (${stores(checked)}${
+          unchecked === 0 ? "" : `; nothing to verify in ${stores(unchecked)} without outputs`
+        })`,
     );
   }
   return problems === 0 ? EXIT_OK : EXIT_BLOCKS_FAILED;
@@ -66,7 +77,7 @@ async function verifyAll(target: string, json: boolean, out: LineWriter): Promis
 
 export function formatVerification(r: StoreVerification): string[] {
   const head = `task "${r.task}"  ${r.store}`;
-  if (r.note !== null) return [`${head}: ${r.note}`];
+  if (r.note !== null) return [`${head}: nothing to verify: ${r.note}`];
   const extra = [
     r.tombstoned > 0 ? `${r.tombstoned} deleted temporaries not checked` : null,
     r.uncommitted > 0

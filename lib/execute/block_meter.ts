@@ -48,7 +48,7 @@ export class BlockMeter {
   #write0 = 0;
   #faults0 = 0;
 
-  /** `now`: seconds since the epoch, for each record's finishing time. */
+  /** `now`: seconds since the epoch, for a record's finishing time when `ended` is not told. */
   constructor(counters: ThreadCounters, now: () => number = () => Date.now() / 1000) {
     this.#counters = counters;
     this.#now = now;
@@ -68,11 +68,13 @@ export class BlockMeter {
   /**
    * The block whose record starts at `at` (its wall seconds already written) just ended: write
    * its peak RSS and finishing time, and its CPU and I/O now or with the group it joins.
+   * `finishedAt` (seconds since the epoch): the instant its wall time was measured to, so that
+   * `finishedAt - wall` is when it started, never before the block ahead of it ended.
    */
-  ended(records: Float64Array, at: number): void {
+  ended(records: Float64Array, at: number, finishedAt = this.#now()): void {
     const seconds = records[at + WALL]!;
     records[at + RSS] = this.#counters.peakRssBytes();
-    records[at + FINISHED] = this.#now();
+    records[at + FINISHED] = finishedAt;
     this.#pending[this.#count++] = at;
     this.#wall += seconds;
     if (

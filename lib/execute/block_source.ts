@@ -14,13 +14,9 @@ import { makeBlock } from "./block.ts";
 import type { BlockCompletion } from "./completion.ts";
 import { errorParts, type RunObserver } from "./run_types.ts";
 
-/**
- * A block that cannot run in this run (an input it needs is gone and nothing in this run
- * brings it back): it fails for good, without retries, with this message.
- */
-export interface PrecheckRefusal {
-  readonly refuse: string;
-}
+import type { PrecheckRefusal } from "../outputs/precheck_refusal.ts";
+
+export type { PrecheckRefusal };
 
 /**
  * The synchronous pre-check of a task: done marker, then skip mask; null means run it, a

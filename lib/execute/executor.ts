@@ -9,6 +9,7 @@
 import type { TaskLayout } from "../blocks/mod.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { TaskConfig } from "../pipeline/spec.ts";
+import type { StartStage } from "../schedule/mod.ts";
 import type { InFlightQueue } from "./in_flight.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
 import type { RunClock } from "./run_clock.ts";
@@ -18,7 +19,13 @@ export type ExecutorState = "starting" | "ready" | "dead";
 /** How an executor reports to the run loop. Arrays passed in are valid only during the call. */
 export interface ExecutorEvents {
   ready(executor: Executor): void;
-  setupFailed(executor: Executor, message: string, stack: string | undefined): void;
+  /** Its worker failed to start (`stage`, default "setup"); `stack`: its traceback or stderr. */
+  setupFailed(
+    executor: Executor,
+    message: string,
+    stack: string | undefined,
+    stage?: StartStage,
+  ): void;
   /** Results in the order the blocks ran; the message was validated. */
   results(executor: Executor, results: ResultsMessage): void;
   /** Blocks handed back unstarted after `recall()`, in the order they were sent. */

@@ -26,7 +26,7 @@ import { lostNotice } from "./lost_notice.ts";
 import { settleLostBlocks } from "./lost_blocks.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
 import type { RunClock } from "./run_clock.ts";
-import { SetupFailures } from "./setup_failures.ts";
+import { SetupFailures, type SetupLoss } from "./setup_failures.ts";
 import { Recalls } from "./recalls.ts";
 import { WorkerLifetimes } from "./run_stats.ts";
 import type { RunObserver } from "./run_types.ts";
@@ -243,7 +243,7 @@ export class ExecutorPool {
    * An executor is gone (crash, timeout, self-close, failed setup). The block it was running
    * fails this attempt (when `blockAtFault`); its other blocks return to the queue untouched.
    */
-  lost(executor: Executor, reason: string, blockAtFault: boolean, setupFailure?: string): void {
+  lost(executor: Executor, reason: string, blockAtFault: boolean, setup?: SetupLoss): void {
     const { scheduler, completion, source, observer } = this.#o;
     const t = executor.task;
     const task = this.#o.tasks[t]!;
@@ -261,10 +261,11 @@ export class ExecutorPool {
     this.lifetimes.ended(executor, "crashed", now, 0, reason);
     if (scheduler.isRunning(t) && executor.joined !== true) {
       task.stats.workerFailures++;
-      this.setupFailures.lost(t, setupFailure, task.stats.workerFailures === 1);
+      this.setupFailures.lost(t, setup, task.stats.workerFailures === 1);
     }
     settleLostBlocks(executor, reason, blockAtFault, now, completion, source);
-    if (scheduler.isRunning(t)) observer.notice?.(lostNotice(task, executor, reason));
+    const final = this.setupFailures.deterministic(t) !== null;
+    if (scheduler.isRunning(t)) observer.notice?.(lostNotice(task, executor, reason, final));
   }
 
   /** Let every executor check itself at the run clock's `now` (timeouts, leases). */
@@ -379,10 +380,9 @@ export class ExecutorPool {
         const owed = task.stats.workerFailures > task.stats.restarts;
         if (!owed || task.stats.restarts < task.config.maxWorkerRestarts) return;
       }
-      const setup = this.setupFailures.onlySetupFailure(t);
       const abandoned = scheduler.abandon(
         t,
-        setup !== undefined ? { kind: "setup-failed", message: setup } : {
+        this.setupFailures.abandonReason(t) ?? {
           kind: "workers-failed",
           failures: task.stats.workerFailures,
           maxWorkerRestarts: task.config.maxWorkerRestarts,

@@ -13,7 +13,7 @@
 
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
-import { ResourceBudget, Scheduler } from "../schedule/mod.ts";
+import { ResourceBudget, Scheduler, type StartStage } from "../schedule/mod.ts";
 import { ioBytes, peakRssBytes, processCpuSeconds } from "../runtime/mod.ts";
 import process from "node:process";
 import { BlockCompletion } from "./completion.ts";
@@ -22,6 +22,7 @@ import { Dispatcher, MAX_WINDOW } from "./dispatch.ts";
 import type { Executor, ExecutorEvents } from "./executor.ts";
 import { localExecutorFactory } from "./executor_factory.ts";
 import { ExecutorPool } from "./executor_pool.ts";
+import { lostReason } from "./setup_failures.ts";
 import { FillQueue } from "./fill_queue.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
 import { ResultIntake } from "./result_intake.ts";
@@ -189,14 +190,18 @@ export class ParallelRun implements ExecutorEvents {
     this.#guard(() => this.#pump());
   }
 
-  setupFailed(executor: Executor, message: string, stack: string | undefined): void {
+  setupFailed(
+    executor: Executor,
+    message: string,
+    stack: string | undefined,
+    stage?: StartStage,
+  ): void {
     this.#guard(() => {
       const id = this.tasks[executor.task]!.config.id;
-      this.#observer.notice?.(
-        `Task "${id}": setup failed in worker ${executor.id}: ${message}` +
-          (stack ? `\n${indent(stack)}` : ""),
-      );
-      this.#pool.lost(executor, `setup failed: ${message}`, false, message);
+      const failure = { message, details: stack, stage };
+      const notice = this.#pool.setupFailures.notice(executor.task, id, executor.id, failure);
+      if (notice !== null) this.#observer.notice?.(notice);
+      this.#pool.lost(executor, lostReason(message, stage), false, { message, stage });
       this.#pump();
     });
   }
@@ -440,8 +445,4 @@ export class ParallelRun implements ExecutorEvents {
       workers: this.#pool.lifetimes.all(),
     };
   }
-}
-
-function indent(text: string): string {
-  return text.split("\n").map((l) => `    ${l}`).join("\n");
 }

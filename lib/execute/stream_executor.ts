@@ -23,6 +23,8 @@ import {
 import { type FromWorker, PROTOCOL_VERSION, type ToWorker } from "./protocol/messages.ts";
 import { RunningBlockWatch } from "./running_block_watch.ts";
 import type { HelloMessage, PythonInit } from "./protocol/messages.ts";
+import type { StartStage } from "../schedule/mod.ts";
+import { describeStartFailure, type StartFailure } from "./start_failure.ts";
 
 /** How a launched remote worker is doing before (and while) it is connected. */
 /** A session's frame decoder starts this small (a results frame of 512 no-op blocks is 12 KiB). */
@@ -36,6 +38,8 @@ export interface LaunchHandle {
   /** "queued": waiting for the cluster (shown as queued); "ended": gone, see `endReason`. */
   phase(): "queued" | "running" | "ended";
   endReason(): string;
+  /** Once ended before its worker connected: how, with its first output lines, if known. */
+  startFailure?(): StartFailure | null;
   /** End it now (scancel, kill); idempotent. */
   cancel(): void;
 }
@@ -198,6 +202,11 @@ export class StreamExecutor implements Executor {
     if (launch === undefined) return;
     const phase = launch.phase();
     if (phase === "ended") {
+      const failure = launch.startFailure?.() ?? null;
+      if (failure !== null) {
+        const { message, details } = describeStartFailure(failure, this.#o.python !== undefined);
+        return this.#failedToStart(message, details, "start");
+      }
       this.#die(`${launch.label} ended before its worker connected: ${launch.endReason()}`);
       return;
     }
@@ -259,6 +268,14 @@ export class StreamExecutor implements Executor {
 
   #write(message: ToWorker | SessionFrame): void {
     this.#channel?.write(encodeFrame(message));
+  }
+
+  #failedToStart(message: string, stack: string | undefined, stage?: StartStage): void {
+    this.#state = "dead";
+    this.#channel?.close();
+    this.#o.launch?.cancel();
+    this.#end();
+    this.#o.spec.events.setupFailed(this, message, stack, stage);
   }
 
   #die(reason: string): void {
@@ -324,12 +341,7 @@ export class StreamExecutor implements Executor {
         events.ready(this);
         return;
       case "setup-failed":
-        this.#state = "dead";
-        this.#channel?.close();
-        this.#o.launch?.cancel();
-        this.#end();
-        events.setupFailed(this, message.message, message.stack);
-        return;
+        return this.#failedToStart(message.message, message.stack, message.stage);
       case "results":
         this.#recordsReceived += message.count;
         this.#heartbeatRunning = -1;

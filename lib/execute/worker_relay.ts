@@ -12,6 +12,7 @@ import * as os from "node:os";
 import process from "node:process";
 import type { ByteChannel } from "./byte_channel.ts";
 import type { Executor, ExecutorEvents } from "./executor.ts";
+import type { StartStage } from "../schedule/mod.ts";
 import { encodeFrame, type SessionFrame, workerSideDecoder } from "./protocol/frames.ts";
 import {
   type FromWorker,
@@ -22,14 +23,7 @@ import {
 } from "./protocol/messages.ts";
 import { WorkerExecutor } from "./worker_executor.ts";
 import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
-import {
-  isNonce,
-  joinSlot,
-  newNonce,
-  sameMac,
-  schedulerProof,
-  workerProof,
-} from "../remote/auth.ts";
+import { isNonce, joinSlot, newNonce, sameMac, schedulerProof, workerProof } from "./auth.ts";
 
 export const HEARTBEAT_MS = 1000;
 
@@ -142,8 +136,18 @@ class Relay implements ExecutorEvents {
     this.#write({ kind: "ready" });
   }
 
-  setupFailed(_executor: Executor, message: string, stack: string | undefined): void {
-    this.#write({ kind: "setup-failed", message, ...(stack === undefined ? {} : { stack }) });
+  setupFailed(
+    _executor: Executor,
+    message: string,
+    stack: string | undefined,
+    stage?: StartStage,
+  ): void {
+    this.#write({
+      kind: "setup-failed",
+      message,
+      ...(stack === undefined ? {} : { stack }),
+      ...(stage === "import" ? { stage } : {}),
+    });
     this.#o.channel.close();
   }
 

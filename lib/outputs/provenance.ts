@@ -16,7 +16,7 @@
 import { createHash } from "node:crypto";
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
-import { makeBlock } from "../execute/block.ts";
+import { makeBlock } from "../pipeline/block.ts";
 import type { TrackingStore } from "../tracking/store.ts";
 import { RECIPE_NONE } from "../tracking/arrays.ts";
 import { Digest64, hexPrefixWords } from "./digest.ts";

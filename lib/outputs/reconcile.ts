@@ -33,6 +33,9 @@ import { readManifest, RESET_WHY } from "./manifest.ts";
 import { type OutputPlan, STAGING_FOLDER } from "./output_plan.ts";
 import { liveOwner, OWNER_FILE } from "./output_owners.ts";
 import { finalLocation } from "./staging.ts";
+import { positionOfIndex } from "../tracking/grid_index.ts";
+
+export { positionOfIndex };
 
 export interface ReconcileSummary {
   readonly task: string;
@@ -229,13 +232,6 @@ export function reconcileTask(
     missing,
     reset,
   };
-}
-
-/** The grid position of a block's grid index (as the manifest records it), or -1. */
-export function positionOfIndex(layout: TaskLayout, index: readonly number[]): number {
-  if (index.length !== layout.dims) return -1;
-  const coords = index.map((g, d) => g - layout.indexShift[d]!);
-  return layout.inGrid(coords) ? layout.positionOf(coords) : -1;
 }
 
 /** A block whose recorded outputs are all in place: done, with their content and state. */

@@ -13,7 +13,19 @@ import type {
   SlurmLaunchConfig,
   WorkerRange,
 } from "./spec.ts";
-import { COMMAND_LAUNCH_PLACEHOLDERS } from "../remote/launch_template.ts";
+
+/**
+ * The placeholders of a `{ kind: "command", argv }` launch template, which
+ * lib/remote/launch_template.ts expands (defined here, below it, so validation needs no
+ * import from lib/remote).
+ */
+export const COMMAND_LAUNCH_PLACEHOLDERS: readonly string[] = [
+  "worker",
+  "worker_shell",
+  "task_id",
+  "worker_id",
+  "log",
+];
 
 export const LOCAL_LAUNCH: LaunchConfig = { kind: "local" };
 /** No worker launched: workers join by hand (`blockwise worker --secret-file`). */

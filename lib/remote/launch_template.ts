@@ -1,6 +1,7 @@
 /** The generic launcher's argv template: where the worker command goes, and a few names. */
 
 import { InputError, shellQuote } from "../errors.ts";
+import { COMMAND_LAUNCH_PLACEHOLDERS } from "../pipeline/launch_fields.ts";
 
 /** What a launch template needs of the worker it launches. */
 export interface LaunchTemplateWorker {
@@ -9,13 +10,7 @@ export interface LaunchTemplateWorker {
   readonly argv: readonly string[];
 }
 
-export const COMMAND_LAUNCH_PLACEHOLDERS = [
-  "worker",
-  "worker_shell",
-  "task_id",
-  "worker_id",
-  "log",
-];
+export { COMMAND_LAUNCH_PLACEHOLDERS };
 
 /** Expand the launch template for one worker. */
 export function expandLaunchTemplate(

@@ -14,6 +14,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import process from "node:process";
 import type { LaunchHandle } from "../execute/stream_executor.ts";
+import { firstOutputLines, type StartFailure } from "../execute/start_failure.ts";
 import { findProgram } from "../runtime/command_group.ts";
 import { InputError } from "../errors.ts";
 import { expandLaunchTemplate } from "./launch_template.ts";
@@ -63,25 +64,43 @@ export class ProcessLaunch implements LaunchHandle {
   readonly #child: ChildProcess;
   #ended = false;
   #reason = "";
+  /** How it ended, without "it" and the log path: "exited with status 127". */
+  #how = "";
+  readonly #log: { readonly path: string; readonly offset: number } | null;
   #killTimer: ReturnType<typeof setTimeout> | null = null;
   readonly exited: Promise<void>;
 
-  constructor(child: ChildProcess, label: string, logPath: string | null) {
+  /** `log`: the file its output goes to, from `offset` on (the file is appended to). */
+  constructor(
+    child: ChildProcess,
+    label: string,
+    log: { readonly path: string; readonly offset: number } | null,
+  ) {
     this.#child = child;
     this.label = label;
+    this.#log = log;
     this.exited = new Promise((resolve) => {
       child.once("error", (error) => {
-        this.#end(`it could not start: ${error.message}`);
+        this.#end(`could not start: ${error.message}`);
         resolve();
       });
       child.once("exit", (code, signal) => {
-        const how = signal !== null
-          ? `it was killed by ${signal}`
-          : `it exited with status ${code}`;
-        this.#end(logPath === null ? how : `${how} (its output: ${logPath})`);
+        this.#end(signal !== null ? `was killed by ${signal}` : `exited with status ${code}`);
         resolve();
       });
     });
+  }
+
+  startFailure(): StartFailure | null {
+    if (!this.#ended) return null;
+    return {
+      program: this.#child.spawnfile,
+      how: this.#how,
+      output: this.#log === null
+        ? []
+        : firstOutputLines(readFrom(this.#log.path, this.#log.offset)),
+      logPath: this.#log?.path ?? null,
+    };
   }
 
   get pid(): number | undefined {
@@ -110,11 +129,28 @@ export class ProcessLaunch implements LaunchHandle {
     (this.#killTimer as { unref?: () => void }).unref?.();
   }
 
-  #end(reason: string): void {
+  #end(how: string): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#reason = reason;
+    this.#how = how;
+    this.#reason = this.#log === null ? `it ${how}` : `it ${how} (its output: ${this.#log.path})`;
     if (this.#killTimer !== null) clearTimeout(this.#killTimer);
+  }
+}
+
+/** The first few KiB of `path` from `offset` on ("" when it cannot be read). */
+function readFrom(path: string, offset: number): string {
+  try {
+    const fd = fs.openSync(path, "r");
+    try {
+      const buffer = new Uint8Array(16 * 1024);
+      const n = fs.readSync(fd, buffer, 0, buffer.length, offset);
+      return new TextDecoder().decode(buffer.subarray(0, n));
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return "";
   }
 }
 
@@ -140,11 +176,12 @@ export function spawnLogged(
 ): ProcessLaunch {
   const log = openWorkerLog(spec);
   try {
+    const offset = fs.fstatSync(log.fd).size;
     const child = spawn(argv[0]!, argv.slice(1), {
       env: { ...process.env, ...spec.env },
       stdio: ["ignore", log.fd, log.fd],
     });
-    return new ProcessLaunch(child, label(child.pid), log.path);
+    return new ProcessLaunch(child, label(child.pid), { path: log.path, offset });
   } finally {
     fs.closeSync(log.fd);
   }

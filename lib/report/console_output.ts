@@ -10,13 +10,13 @@
  *   terminal gets `lines` instead, since bars need cursor movement.
  * - `lines`: every `intervalSeconds`, one line per task whose counters changed:
  *   `[12.3s] extract: 40/64 done, 4 running, 1 failed, 0 orphaned, 3 skipped, ETA 5s`.
- * - `off`: no progress; failures and notices still print.
+ * - `off`: no progress; failures (with the first one's stack) and notices still print.
  * - `auto`: `bars` when stderr is a terminal, else `lines`.
  *
  * A failed attempt is one line (the first line of its message). The first permanent failure of
  * each task also shows the rest of its message, e.g. the last lines of a command's stderr, and
- * (except in `off` mode) its stack. Formatting and the ETA live in progress_format.ts, worker
- * output in worker_output.ts.
+ * its stack (a Python traceback), in every mode: `off` drops progress, not where a block failed.
+ * Formatting and the ETA live in progress_format.ts, worker output in worker_output.ts.
  */
 
 import process from "node:process";
@@ -274,7 +274,7 @@ export function createRunConsole(options: RunConsoleOptions): RunConsole {
     let text = line;
     if (f.permanent && !detailsShown.has(f.taskId)) {
       detailsShown.add(f.taskId);
-      const details = failureDetails(f, mode !== "off");
+      const details = failureDetails(f, true);
       if (details.length > 0) text += `\n${details.join("\n")}`;
     }
     printErr(text);

@@ -127,9 +127,13 @@ export function formatFailureLine(f: BlockFailure, color: boolean): string {
   return `${symbol} ${blockName(f)} ${what}: ${firstLine(f.message)}`;
 }
 
+/** A stack frame of blockwise's block workers (run from source or from a compiled binary). */
+const OWN_FRAME = /^\s*at .*[/\\]workers[/\\](block|sync)_worker\.[jt]s:\d+|^\s*at .*\(native:\d+/;
+
 /**
  * The lines shown under the first permanent failure of a task, indented: the rest of the
- * message (for a command, the last lines of its stderr), then the stack without the message.
+ * message (for a command, the last lines of its stderr), then the stack without the message
+ * and without blockwise's own frames.
  */
 export function failureDetails(f: BlockFailure, withStack: boolean): string[] {
   const messageLines = f.message.split(/\r?\n/);
@@ -148,9 +152,11 @@ export function failureDetails(f: BlockFailure, withStack: boolean): string[] {
       while (skip < stack.length && inMessage.has(stack[skip]!.trim())) skip++;
       stack.splice(0, skip);
     }
-    shown.push(...stack.slice(0, MAX_STACK_LINES).map((l) => `    ${l.trim()}`));
-    if (stack.length > MAX_STACK_LINES) {
-      shown.push(`    ... ${stack.length - MAX_STACK_LINES} more`);
+    // blockwise's own frames (the worker that called the user's function) are not the user's.
+    const frames = stack.filter((l) => !OWN_FRAME.test(l));
+    shown.push(...frames.slice(0, MAX_STACK_LINES).map((l) => `    ${l.trim()}`));
+    if (frames.length > MAX_STACK_LINES) {
+      shown.push(`    ... ${frames.length - MAX_STACK_LINES} more`);
     }
   }
   return shown;

@@ -14,6 +14,13 @@
 
 export type TaskPhase = "running" | "done" | "abandoned";
 
+/**
+ * How far a worker got before it failed to start: `start`, its process ended before it
+ * connected (an interpreter that is not there, or exits at once); `import`, its module did not
+ * import (a syntax error, a missing package); `setup`, its setup function raised.
+ */
+export type StartStage = "start" | "import" | "setup";
+
 /** Why a task was given up. */
 export type AbandonReason =
   | {
@@ -22,7 +29,12 @@ export type AbandonReason =
     readonly failures: number;
     readonly maxWorkerRestarts: number;
   }
-  | { readonly kind: "setup-failed"; readonly message: string }
+  | {
+    readonly kind: "setup-failed";
+    readonly message: string;
+    /** Where the workers failed (absent: their setup function): see `StartStage`. */
+    readonly stage?: "start" | "import";
+  }
   | { readonly kind: "upstream-abandoned"; readonly upstream: string };
 
 /** The sentence the summary, the progress lines and the events file show for a reason. */
@@ -31,6 +43,10 @@ export function describeAbandonReason(reason: AbandonReason): string {
     case "workers-failed":
       return `its workers failed ${reason.failures} times and maxWorkerRestarts (${reason.maxWorkerRestarts}) is spent`;
     case "setup-failed":
+      if (reason.stage === "start") {
+        return `its workers exit before they connect: ${reason.message}`;
+      }
+      if (reason.stage === "import") return `the module failed to import: ${reason.message}`;
       return `setup failed: ${reason.message}`;
     case "upstream-abandoned":
       return `upstream task "${reason.upstream}" was abandoned`;

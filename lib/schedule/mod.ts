@@ -2,6 +2,7 @@ export {
   type AbandonReason,
   type CounterSnapshot,
   describeAbandonReason,
+  type StartStage,
   type TaskPhase,
 } from "./counters.ts";
 export * from "./ready_queue.ts";

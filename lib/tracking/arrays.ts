@@ -24,6 +24,11 @@ export interface TrackingArraySpec {
   readonly resourceTracking: boolean;
   /** Only in stores of tasks with provenance (outputs, version, params or inputs upstream). */
   readonly provenance?: boolean;
+  /**
+   * Added after stores were made without it: a store may lack it (it is not damaged then,
+   * readers do without it) until a run with its set opens the store and adds it.
+   */
+  readonly later?: boolean;
   readonly description: string;
 }
 
@@ -125,6 +130,15 @@ export const TRACKING_ARRAYS: readonly TrackingArraySpec[] = [
     fillValue: "NaN",
     resourceTracking: true,
     description: "return time, seconds since the UNIX epoch (scheduler clock)",
+  },
+  {
+    name: "finished_at",
+    dtype: "float64",
+    fillValue: "NaN",
+    resourceTracking: true,
+    later: true,
+    description:
+      "when the worker finished the block, seconds since the UNIX epoch (worker clock); it ran the wall_seconds before",
   },
   {
     name: "content_hash",

@@ -6,8 +6,8 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { indexKey, MANIFEST_FILE, readManifest, RESET_WHY } from "../outputs/manifest.ts";
-import { positionOfIndex } from "../outputs/reconcile.ts";
+import { indexKey, MANIFEST_FILE, readManifest, RESET_WHY } from "./manifest.ts";
+import { positionOfIndex } from "./grid_index.ts";
 import { trackingArray } from "./arrays.ts";
 import { forEachBlockRun } from "./block_runs.ts";
 import { readChunk } from "./chunk_reads.ts";

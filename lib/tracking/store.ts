@@ -129,6 +129,7 @@ export class TrackingStore {
   readonly #workerId: Uint32Array | null;
   readonly #sentAt: Float64Array | null;
   readonly #returnedAt: Float64Array | null;
+  readonly #finishedAt: Float64Array | null;
 
   private constructor(
     dir: string,
@@ -179,6 +180,7 @@ export class TrackingStore {
     this.#workerId = rt ? view("worker_id", "uint32") as Uint32Array : null;
     this.#sentAt = rt ? view("sent_at", "float64") as Float64Array : null;
     this.#returnedAt = rt ? view("returned_at", "float64") as Float64Array : null;
+    this.#finishedAt = rt ? view("finished_at", "float64") as Float64Array : null;
   }
 
   /**
@@ -257,6 +259,7 @@ export class TrackingStore {
     if ("length" in usage) {
       if (usage.length < USAGE_FIELDS) return;
       this.#wall![cell] = usage[Usage.WallSeconds]!;
+      this.#finishedAt![cell] = usage[Usage.FinishedAt]!;
       this.#cpu![cell] = usage[Usage.CpuSeconds]!;
       setUint64(this.#rss32!, cell, usage[Usage.PeakRssBytes]!);
       setUint64(this.#ioRead32!, cell, usage[Usage.IoReadBytes]!);
@@ -315,9 +318,8 @@ function openExisting(
   let attributes = meta.attributes;
   if (meta.taskHash !== expected.task_hash) attributes = migrateOrRefuse(meta, expected, options);
   const sets = setsOf(options);
-  if (
-    (sets.resourceTracking && !meta.resourceTracking) || (sets.provenance && !meta.provenance)
-  ) {
+  // Also arrays added to the format later (`later`), to stores made before them.
+  if (sets.resourceTracking || sets.provenance) {
     addMissingArrays(dir, expected.layout.grid_shape, sets);
   }
   const wanted = {
@@ -421,14 +423,16 @@ function buildStore(dir: string, attributes: StoreAttributes): boolean {
   }
 }
 
-/** Resource tracking or provenance switched on for a store made without: add those arrays. */
+/** The wanted arrays a store lacks (a set switched on, or an array new to the format): add them. */
 function addMissingArrays(
   dir: string,
   shape: readonly number[],
   sets: { readonly resourceTracking: boolean; readonly provenance: boolean },
 ): void {
+  let added = false;
   for (const spec of TRACKING_ARRAYS) {
     if (!arrayWanted(spec, sets) || fs.existsSync(path.join(dir, spec.name, "zarr.json"))) continue;
+    added = true;
     const target = path.join(dir, spec.name);
     const tmp = hiddenSibling(target, "adding");
     fs.mkdirSync(tmp);
@@ -436,5 +440,5 @@ function addMissingArrays(
     fs.rmSync(target, { recursive: true, force: true });
     fs.renameSync(tmp, target);
   }
-  fsyncDirectory(dir);
+  if (added) fsyncDirectory(dir);
 }

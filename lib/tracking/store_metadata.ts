@@ -203,11 +203,12 @@ export function readStoreMetadata(dir: string): StoreMetadata {
   const flag = b["resource_tracking"] ?? false;
   if (typeof flag !== "boolean") throw invalid("resource_tracking is not true or false");
   const { arrays, missingChunks } = checkArrays(abs, layout, hint);
-  const resourceTotal = TRACKING_ARRAYS.filter((s) => s.resourceTracking).length;
-  const resourcePresent = arrays.filter((s) => s.resourceTracking).length;
+  const resourceTotal = TRACKING_ARRAYS.filter((s) => s.resourceTracking && !s.later).length;
+  const resourcePresent = arrays.filter((s) => s.resourceTracking && !s.later).length;
   if (flag && resourcePresent < resourceTotal) {
-    const missing = TRACKING_ARRAYS.filter((s) => s.resourceTracking && !arrays.includes(s))
-      .map((s) => s.name);
+    const missing = TRACKING_ARRAYS.filter((s) =>
+      s.resourceTracking && !s.later && !arrays.includes(s)
+    ).map((s) => s.name);
     throw refuse(
       `Tracking store at ${abs} is damaged: resource tracking arrays are missing (${
         missing.join(", ")

@@ -7,7 +7,9 @@
  *   quantiles are exact up to there and a systematic sample beyond;
  * - the timeline keeps a uniform random sample of at most `MAX_TIMELINE_BARS` bars (reservoir
  *   sampling with a fixed seed: the same store gives the same picture) and counts every block
- *   into `TIMELINE_BINS` bins for the completed and running curves.
+ *   into `TIMELINE_BINS` bins for the completed and running curves (the running curve is the
+ *   mean number of blocks running over each bin: a block ending a millisecond after the next
+ *   one on its worker started is not drawn as one more running).
  */
 
 import type { TaskLayout } from "../blocks/mod.ts";
@@ -32,6 +34,8 @@ export interface ResourceWindow {
   readonly worker: Uint32Array;
   readonly sent: Float64Array;
   readonly returned: Float64Array;
+  /** `finished_at` (absent from stores made before it). */
+  readonly finished: Float64Array | null;
 }
 
 const SAMPLE_LIMIT = 1 << 21;
@@ -73,7 +77,9 @@ export class BlockStats {
   readonly #t0: number;
   readonly #binWidth: number;
   readonly #completedBins = new Float64Array(TIMELINE_BINS);
+  /** Blocks running through whole bins, as differences; and parts of bins, in bin widths. */
   readonly #runningDiff = new Float64Array(TIMELINE_BINS + 1);
+  readonly #runningPart = new Float64Array(TIMELINE_BINS);
   readonly #bars: { worker: number; start: number; end: number; position: number }[] = [];
   readonly #workers = new Set<number>();
   #timed = 0;
@@ -141,19 +147,26 @@ export class BlockStats {
   }
 
   #time(position: number, w: ResourceWindow, i: number, done: boolean): void {
-    const sent = w.sent[i]!;
-    const returned = w.returned[i]!;
+    const [start, end] = ranAt(w, i);
     const worker = w.worker[i]!;
     const bins = TIMELINE_BINS;
     const at = (t: number) => (t - this.#t0) / this.#binWidth;
-    if (done) this.#completedBins[Math.min(bins - 1, Math.max(0, Math.floor(at(returned))))]!++;
-    // Running at the middle of bin j: sent at or before it and not yet returned.
-    const from = Math.min(bins, Math.max(0, Math.ceil(at(sent) - 0.5)));
-    const to = Math.min(bins, Math.max(from, Math.ceil(at(returned) - 0.5)));
-    this.#runningDiff[from]!++;
-    this.#runningDiff[to]!--;
+    if (done) this.#completedBins[Math.min(bins - 1, Math.max(0, Math.floor(at(end))))]!++;
+    // The time it ran, spread over the bins it covers (whole bins through the differences).
+    const a = Math.min(bins, Math.max(0, at(start)));
+    const b = Math.min(bins, Math.max(a, at(end)));
+    const first = Math.min(bins - 1, Math.floor(a));
+    const last = Math.min(bins - 1, Math.floor(b));
+    if (first === last) {
+      this.#runningPart[first]! += b - a;
+    } else {
+      this.#runningPart[first]! += first + 1 - a;
+      this.#runningPart[last]! += b - last;
+      this.#runningDiff[first + 1]!++;
+      this.#runningDiff[last]!--;
+    }
     if (worker !== WORKER_NONE && this.#workers.size < 0xfffe) this.#workers.add(worker);
-    const bar = { worker, start: sent - this.#t0, end: returned - this.#t0, position };
+    const bar = { worker, start: start - this.#t0, end: end - this.#t0, position };
     const seen = ++this.#timed;
     if (this.#bars.length < MAX_TIMELINE_BARS) {
       this.#bars.push(bar);
@@ -198,7 +211,7 @@ export class BlockStats {
       done += this.#completedBins[j]!;
       now += this.#runningDiff[j]!;
       completed.push([round3((j + 1) * this.#binWidth), done]);
-      running.push([round3((j + 0.5) * this.#binWidth), now]);
+      running.push([round3((j + 0.5) * this.#binWidth), round3(now + this.#runningPart[j]!)]);
     }
     return {
       t0: this.t0,
@@ -210,6 +223,30 @@ export class BlockStats {
       running,
     };
   }
+}
+
+/** Seconds two clocks may differ by and still be taken for the same (one machine's). */
+const SAME_CLOCK = 0.05;
+
+/**
+ * When block `i` ran, `[start, end]` in epoch seconds: the `wall_seconds` up to its `finished_at`
+ * (the worker's clock, measured at the instant its wall time ended). Not `sent_at`..
+ * `returned_at`, which holds the time the block waited in its worker's window too: a worker
+ * with two blocks in hand would count as two running. When the worker's clock is off from the
+ * scheduler's (`finished_at` outside `sent_at`..`returned_at` by more than `SAME_CLOCK`), or the
+ * store was made before `finished_at`, the `wall_seconds` up to `returned_at` (a worker reports
+ * a block of 5 ms or more as soon as it ends).
+ */
+export function ranAt(w: ResourceWindow, i: number): [number, number] {
+  const sent = w.sent[i]!;
+  const returned = w.returned[i]!;
+  const wall = w.wall[i]!;
+  if (!(wall >= 0)) return [sent, returned];
+  const finished = w.finished?.[i] ?? Number.NaN;
+  if (finished - wall >= sent - SAME_CLOCK && finished <= returned + SAME_CLOCK) {
+    return [finished - wall, finished];
+  }
+  return [Math.max(sent, returned - wall), returned];
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;

@@ -11,6 +11,7 @@ import {
   type FailureView,
   MAX_FAILED_LISTED,
 } from "./report_data.ts";
+import { userStack } from "./stack_frames.ts";
 
 /** Failed blocks read for grouping: beyond it the groups count only these (`grouped`). */
 export const MAX_FAILED_GROUPED = 100_000;
@@ -46,7 +47,7 @@ export function failuresView(layout: TaskLayout, failed: FailedList): FailureVie
         id,
         attempts: b.attempts,
         message: b.last_error?.message ?? null,
-        stack: b.last_error?.stack ?? [],
+        stack: userStack(b.last_error?.stack ?? []),
         at: b.last_error?.at ?? null,
       });
     }

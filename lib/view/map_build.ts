@@ -131,6 +131,9 @@ export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): Bl
   const specs: TrackingArraySpec[] = [trackingArray("done"), trackingArray("failures")];
   if (meta.provenance) specs.push(trackingArray("outputs_state"));
   if (withResources) { for (const name of RESOURCE_ARRAYS) specs.push(trackingArray(name)); }
+  // A store made before `finished_at` has none: the report then times blocks by `returned_at`.
+  const finished = withResources && meta.arrays.some((s) => s.name === "finished_at");
+  if (finished) specs.push(trackingArray("finished_at"));
   const dims = layout.dims;
   const last = dims - 1;
   const lastFactor = dims === 0 ? 1 : cellShape[last]!;
@@ -143,7 +146,7 @@ export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): Bl
     const failures = new Uint32Array(views[1]!.buffer, views[1]!.byteOffset, cells);
     const outputs = meta.provenance ? views[2]! : null;
     const window = withResources
-      ? resourceWindow(views.slice(meta.provenance ? 3 : 2), cells)
+      ? resourceWindow(views.slice(meta.provenance ? 3 : 2), cells, finished)
       : null;
     runs.visit(first, cells, (runPosition, runOffset, runLength) => {
       // A run may span rows (when the block and tracking grids coincide it is the whole
@@ -281,7 +284,11 @@ function countStates(
   }
 }
 
-function resourceWindow(views: readonly Uint8Array[], cells: number): ResourceWindow {
+function resourceWindow(
+  views: readonly Uint8Array[],
+  cells: number,
+  finished: boolean,
+): ResourceWindow {
   const f32 = (v: Uint8Array) => new Float32Array(v.buffer, v.byteOffset, cells);
   const f64 = (v: Uint8Array) => new Float64Array(v.buffer, v.byteOffset, cells);
   const u32 = (v: Uint8Array, n: number) => new Uint32Array(v.buffer, v.byteOffset, cells * n);
@@ -294,6 +301,7 @@ function resourceWindow(views: readonly Uint8Array[], cells: number): ResourceWi
     worker: u32(views[5]!, 1),
     sent: f64(views[6]!),
     returned: f64(views[7]!),
+    finished: finished ? f64(views[8]!) : null,
   };
 }
 

@@ -136,6 +136,7 @@ function runViews(storeDir: string): RunView[] {
         outcome: str(r["outcome"]),
         exit_code: num(r["exit_code"]),
         blocks_completed: num(blocks["completed"]),
+        blocks_skipped: num(blocks["skipped"]),
         blocks_failed: num(blocks["failed"]),
         host: str(r["host"]),
       };

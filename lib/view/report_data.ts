@@ -98,7 +98,9 @@ export interface RunView {
   readonly outcome: string | null;
   readonly exit_code: number | null;
   /** This task's blocks completed by that run, or null when the record does not say. */
+  /** Blocks completed in the run, the skipped ones (found done, masked, checked) included. */
   readonly blocks_completed: number | null;
+  readonly blocks_skipped: number | null;
   readonly blocks_failed: number | null;
   readonly host: string | null;
 }
@@ -213,8 +215,9 @@ export interface BlockDetail {
 }
 
 /**
- * Blocks over time, from `sent_at` / `returned_at` (each block's last measured attempt: a failed
- * block's failed one).
+ * Blocks over time, each from the time it ran: `returned_at - wall_seconds` to `returned_at`
+ * (never before `sent_at`; `sent_at`..`returned_at` also holds the time a block waited in its
+ * worker's window). Each block's last measured attempt: a failed block's failed one.
  * Times are seconds after `t0` (epoch seconds).
  */
 export interface Timeline {
@@ -228,7 +231,10 @@ export interface Timeline {
   readonly blocks: number;
   /** `[t, blocks done by t]` (failed blocks are not counted), at most 401 points. */
   readonly completed: readonly (readonly [number, number])[];
-  /** `[t, blocks running at t]` (at the middle of each of 400 bins). */
+  /**
+   * `[t, blocks running around t]`: the mean number running over each of 400 bins (the time the
+   * blocks ran in the bin over its width), `t` its middle.
+   */
   readonly running: readonly (readonly [number, number])[];
 }
 

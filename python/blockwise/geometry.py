@@ -1,9 +1,11 @@
-"""Integer boxes in n dimensions: ``Coordinate``, ``Roi`` and daisy's block-ID function.
+"""Integer boxes in n dimensions: ``Coordinate``, ``Roi``, daisy's block-ID function and
+``read_block``, a padded read of a ROI from an array.
 
 The semantics are daisy's: a ``Roi`` is the half-open box ``[offset, offset + shape)``, division
 of coordinates rounds toward negative infinity (Python's ``//``), and a disjoint intersection is
 a zero-shape ROI rather than an error. Everything here is plain Python integers, so nothing
-overflows.
+overflows. The module imports only the standard library; ``read_block`` imports numpy when
+it is called.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Coordinate", "Roi", "cantor_number"]
+__all__ = ["Coordinate", "Roi", "cantor_number", "read_block"]
 
 CoordinateLike = Union["Coordinate", Sequence[int]]
 Amount = Union["Coordinate", Sequence[int], int, None]
@@ -400,8 +402,8 @@ class Roi:
                 raise ValueError(
                     "%r.to_slices(): the ROI begins at %d on axis %d%s, before the array; "
                     "numpy would wrap a negative index around to the array's end. Intersect "
-                    "the ROI with the array's ROI first (roi.intersect(array_roi)) or use a "
-                    "padded read." % (self, b, axis, where)
+                    "the ROI with the array's ROI first (roi.intersect(array_roi)) or read it "
+                    "padded with read_block(array, roi)." % (self, b, axis, where)
                 )
         return tuple(slice(b, b + s) for b, s in zip(begin, self._shape))
 
@@ -445,3 +447,48 @@ def cantor_number(index: Iterable[int]) -> int:
         result += v
     return result
 
+
+
+def read_block(array: Any, roi: Roi, fill: Any = 0, origin: Optional[CoordinateLike] = None) -> Any:
+    """The ROI ``roi`` of ``array`` as a new numpy array of shape ``roi.shape``, padded.
+
+    ``array`` is anything numpy-like with ``shape``, ``dtype`` and slicing (a numpy array, a
+    ``np.memmap``, a Zarr or HDF5 array); its first element is at ``origin`` (default all
+    zeros). The part of ``roi`` inside the array is copied; the rest (where a block's read ROI
+    sticks out of the volume at its edge) is ``fill``. The result has the array's dtype and is
+    always a copy, never a view of a memmap. When the array has more axes than the ROI, the
+    leading ones (channels, say) are read whole: a ``(3, 40, 40)`` array and a 2-D ROI give
+    ``(3,) + roi.shape``.
+    """
+    import numpy as np
+
+    if not isinstance(roi, Roi):
+        raise TypeError(
+            "read_block expects a Roi as its roi; got %s. Pass block.read_roi, or build one "
+            "with Roi(offset, shape)." % _describe(roi)
+        )
+    try:
+        shape = tuple(int(n) for n in array.shape)
+    except (AttributeError, TypeError):
+        raise TypeError(
+            "read_block expects a numpy-like array (with a shape); got %s." % _describe(array)
+        ) from None
+    dims = roi.dims
+    if len(shape) < dims:
+        raise ValueError(
+            "read_block(array, %r): the array has %d axes %r, the ROI %d; give a ROI with one "
+            "value per axis of the array." % (roi, len(shape), shape, dims)
+        )
+    lead = shape[: len(shape) - dims]
+    start = _amount(origin, dims, "read_block origin")
+    array_roi = Roi._trusted(start, shape[len(shape) - dims :])
+    inside = roi.intersect(array_roi)
+    whole = tuple(slice(None) for _ in lead)
+    if inside == roi:
+        return np.array(array[whole + roi.to_slices(origin=start)], copy=True)
+    out = np.full(lead + tuple(roi.shape), fill, dtype=array.dtype)
+    if not inside.empty():
+        out[whole + inside.to_slices(origin=roi.offset)] = array[
+            whole + inside.to_slices(origin=start)
+        ]
+    return out

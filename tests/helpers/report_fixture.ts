@@ -332,6 +332,7 @@ export function buildTask(spec: TaskSpec): BuiltTask {
     outcome: i === nRuns - 1 && failed.length > 0 ? "failed" : "complete",
     exit_code: i === nRuns - 1 && failed.length > 0 ? 1 : 0,
     blocks_completed: Math.round(timed.length / nRuns) + i,
+    blocks_skipped: i,
     blocks_failed: i === nRuns - 1 ? failed.length : 0,
     host: "node-1",
   }));

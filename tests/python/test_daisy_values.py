@@ -167,7 +167,7 @@ def test_roi_to_slices_and_negative_begin():
         Roi([-2, 0], [4, 4]).to_slices()
     message = str(error.value)
     assert "Roi((-2, 0), (4, 4))" in message
-    assert "intersect" in message and "padded read" in message
+    assert "intersect" in message and "read_block(array, roi)" in message
 
 
 def test_roi_rejects_bad_input_naming_the_value():

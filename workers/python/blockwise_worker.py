@@ -661,7 +661,9 @@ def error_fields(error):
         message += "; caused by " + error_text(cause)
     tb = error.__traceback__
     # This client's own frames (the calls into user code) are not the user's business.
-    while tb is not None and tb.tb_frame.f_code.co_filename in OWN_FILES:
+    # Nor are importlib's, which import the user's module.
+    while tb is not None and (tb.tb_frame.f_code.co_filename in OWN_FILES
+                              or tb.tb_frame.f_code.co_filename.startswith("<frozen importlib")):
         tb = tb.tb_next
     stack = "".join(traceback.format_exception(type(error), error, tb)).rstrip("\n")
     return {"message": message, "stack": stack}
@@ -895,10 +897,13 @@ class Session(object):
                 except SessionEnd:
                     pass
 
-    def setup_failed(self, message, stack=None):
+    def setup_failed(self, message, stack=None, stage=None):
+        """`stage` "import": the module did not import (else its setup, or the settings)."""
         value = {"message": message}
         if stack is not None:
             value["stack"] = stack
+        if stage is not None:
+            value["stage"] = stage
         self.send_json(SETUP_FAILED, value)
         return False
 
@@ -937,7 +942,13 @@ class Session(object):
                     "filesystem, not a copy)" % (path, host, sha[:12], expected[:12]))
         self.setup_task(init)
         try:
-            module = import_module(path)
+            try:
+                module = import_module(path)
+            except SystemExit:
+                raise
+            except BaseException as error:  # noqa: B902 - a module may raise anything
+                fields = error_fields(error)
+                return self.setup_failed(fields["message"], fields.get("stack"), "import")
             name = python.get("process") or "process"
             process = getattr(module, name, None)
             if not callable(process):

@@ -143,6 +143,8 @@ export interface SetupFailedMessage {
   readonly kind: "setup-failed";
   readonly message: string;
   readonly stack?: string;
+  /** "import": the task's module did not import (absent: its setup failed). */
+  readonly stage?: "import";
 }
 
 export interface BlockError {
@@ -287,7 +289,12 @@ export function parseFromWorker(value: unknown): FromWorker {
     case "ready":
       return { kind };
     case "setup-failed":
-      return { kind, message: str(m, "message", kind), ...optionalStack(m, kind) };
+      return {
+        kind,
+        message: str(m, "message", kind),
+        ...optionalStack(m, kind),
+        ...(m["stage"] === "import" ? { stage: "import" as const } : {}),
+      };
     case "results":
       return parseResults(m);
     case "returned": {

@@ -95,7 +95,7 @@ export class BlockMapPanel {
     this.failed = failedByPosition(task);
     this.present = this.layers.statesPresent();
     if (old === null || !sameShape(old.map.shape, task.map.shape)) {
-      this.view = defaultView(task.map.shape);
+      this.view = openingView(task);
       this.pinned = -1;
       this.highlight = null;
     }
@@ -421,4 +421,14 @@ export class BlockMapPanel {
     tip.style.left = `${x}px`;
     tip.style.top = `${y}px`;
   }
+}
+
+/** The last two axes, on the slice holding the first failed block (else the first slice). */
+function openingView(task: TaskView): MapView {
+  const shape = task.map.shape;
+  const view = defaultView(shape);
+  const first = task.failures.blocks[0];
+  if (first === undefined || shape.length < 3) return view;
+  const slice = first.coords.map((c, d) => Math.floor(c / (task.map.cell_shape[d] ?? 1)));
+  return clampView(shape, { ...view, slice });
 }

@@ -41,9 +41,9 @@ export function runsOption(runs: readonly RunView[]): ChartOption {
         return [
           `run ${escapeHtml(run.run_id ?? "?")}`,
           `started ${escapeHtml(formatIso(run.started_at))}`,
-          `completed ${formatCount(run.blocks_completed ?? 0)}, failed ${
-            formatCount(run.blocks_failed ?? 0)
-          }`,
+          `completed ${formatCount(run.blocks_completed ?? 0)} (skipped ${
+            formatCount(run.blocks_skipped ?? 0)
+          }), failed ${formatCount(run.blocks_failed ?? 0)}`,
         ].join("<br>");
       },
     },

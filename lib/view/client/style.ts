@@ -67,6 +67,9 @@ table.clickable tbody tr { cursor: pointer; }
 table.data tr.picked { background: #e6edfb; }
 pre.message { margin: 0; white-space: pre-wrap; word-break: break-word; max-height: 16em;
   overflow: auto; font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+pre.traceback { margin: 4px 0; white-space: pre; overflow: auto; max-height: 24em;
+  padding: 6px 8px; background: #f6f8fa; border: 1px solid var(--line); border-radius: 4px;
+  font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .chart { width: 100%; margin: 6px 0; }
 .chart-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr));
   gap: 8px 16px; }

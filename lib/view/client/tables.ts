@@ -24,13 +24,24 @@ function outcomeBadge(outcome: string | null): HTMLElement {
 export function runsTable(runs: readonly RunView[]): HTMLElement {
   if (runs.length === 0) return h("p", { class: "muted" }, "No runs recorded.");
   return table(
-    ["#", "started", "outcome", "duration", "completed", "failed", "exit code", "host"],
+    [
+      "#",
+      "started",
+      "outcome",
+      "duration",
+      "completed",
+      "skipped",
+      "failed",
+      "exit code",
+      "host",
+    ],
     runs.map((r, i) => [
       String(i + 1),
       formatIso(r.started_at),
       outcomeBadge(r.outcome),
       orDash(r.seconds, formatSeconds),
       orDash(r.blocks_completed, formatCount),
+      orDash(r.blocks_skipped, formatCount),
       orDash(r.blocks_failed, formatCount),
       orDash(r.exit_code, String),
       r.host ?? dash,
@@ -99,12 +110,18 @@ export function failureTables(f: FailureView): HTMLElement {
       String(b.id),
       formatCoords(b.index),
       String(b.attempts),
-      pre(b.message ?? "no error recorded"),
+      b.stack.length === 0 ? pre(b.message ?? "no error recorded") : h(
+        "div",
+        null,
+        pre(b.message ?? "no error recorded"),
+        h("details", null, h("summary", null, "traceback"), traceback(b.stack)),
+      ),
       b.at ? formatIso(b.at) : dash,
     ]),
     (i) => ({ "data-failed-block": String(shown[i]?.id ?? "") }),
   );
   const more = f.total - shown.length;
+  const first = f.blocks.find((b) => b.stack.length > 0);
   return h(
     "div",
     null,
@@ -115,6 +132,16 @@ export function failureTables(f: FailureView): HTMLElement {
         (f.grouped < f.total ? ` (the first ${formatCount(f.grouped)} grouped)` : ""),
     ),
     groups,
+    first === undefined ? null : h(
+      "div",
+      { attrs: { "data-first-traceback": String(first.id) } },
+      h(
+        "h4",
+        null,
+        `Traceback of the first failed block, ID ${first.id} (index ${formatCoords(first.index)})`,
+      ),
+      traceback(first.stack),
+    ),
     h("h4", null, "Failed blocks"),
     blocks,
     more > 0
@@ -125,6 +152,11 @@ export function failureTables(f: FailureView): HTMLElement {
       )
       : null,
   );
+}
+
+/** A stack or traceback, line for line: never wrapped or trimmed, so `~~^^` markers align. */
+function traceback(lines: readonly string[]): HTMLElement {
+  return h("pre", { class: "traceback" }, lines.join("\n"));
 }
 
 export function runningTable(running: readonly RunningBlock[], total: number): HTMLElement {
