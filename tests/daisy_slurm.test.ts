@@ -71,8 +71,11 @@ RECORDS = os.path.join(HERE, "blocks.txt")
 
 
 def record(task, block):
-    line = "%s %d %s %d\\n" % (task, block.block_id[1], os.environ.get("SLURM_JOB_ID", "-"),
-                              os.getpid())
+    # The job as its log file names it: <array>_<element> for an element of a job array.
+    array = os.environ.get("SLURM_ARRAY_JOB_ID")
+    job = os.environ.get("SLURM_JOB_ID", "-")
+    label = "%s_%s" % (array, os.environ.get("SLURM_ARRAY_TASK_ID")) if array else job
+    line = "%s %d %s %s %d\\n" % (task, block.block_id[1], label, job, os.getpid())
     with open(RECORDS, "a") as out:
         out.write(line)
 
@@ -135,7 +138,10 @@ function runScript(v: PackageVenv, script: string, cwd: string, ms: number): Pro
 interface BlockRecord {
   readonly task: string;
   readonly block: number;
+  /** The job as its log names it (`<array>_<element>` in a job array). */
   readonly job: string;
+  /** SLURM_JOB_ID. */
+  readonly jobId: string;
   readonly pid: number;
 }
 
@@ -143,8 +149,8 @@ function records(dir: string): BlockRecord[] {
   const file = path.join(dir, "blocks.txt");
   if (!fs.existsSync(file)) return [];
   return fs.readFileSync(file, "utf8").split("\n").filter((l) => l !== "").map((l) => {
-    const [task, block, job, pid] = l.split(" ");
-    return { task: task!, block: Number(block), job: job!, pid: Number(pid) };
+    const [task, block, job, jobId, pid] = l.split(" ");
+    return { task: task!, block: Number(block), job: job!, jobId: jobId!, pid: Number(pid) };
   });
 }
 
@@ -211,7 +217,7 @@ describe('daisy tasks with launch="slurm"', { skip }, () => {
       }
       assert.equal(all.length, TASKS.length * BLOCKS);
       for (const r of all) {
-        assert.match(r.job, /^\d+$/, `a block outside a SLURM job: ${JSON.stringify(r)}`);
+        assert.match(r.job, /^\d+(_\d+)?$/, `a block outside a SLURM job: ${JSON.stringify(r)}`);
         assert.notEqual(r.pid, main, `a block ran in the script's process: ${JSON.stringify(r)}`);
       }
       // The block function's two workers ran blocks, each in a job of its own; the worker
@@ -260,7 +266,7 @@ describe('daisy tasks with launch="slurm"', { skip }, () => {
         status.stdout,
       );
 
-      assert.deepEqual(activeJobs(TASKS, [...new Set(all.map((r) => r.job))]), []);
+      assert.deepEqual(activeJobs(TASKS, [...new Set(all.map((r) => r.jobId))]), []);
       console.log(
         `daisy_slurm: ${all.length} blocks in ${
           new Set(all.map((r) => r.job)).size
