@@ -27,26 +27,12 @@ import {
   venvMissing,
 } from "./fixtures/python_venv.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
+import { REQUIRE_SLURM, slurmUnavailable } from "./fixtures/slurm.ts";
 
-const REQUIRE_SLURM = process.env["BLOCKWISE_REQUIRE_SLURM"] === "1";
 const newDir = scratchDirs("daisy-slurm");
 
-/** Why no SLURM cluster can be used here, or null when one answers. */
-function slurmUnavailable(): string | null {
-  const r = spawnSync("sinfo", ["-h", "-o", "%t"], { encoding: "utf8", timeout: 15_000 });
-  if (r.error !== undefined) return `sinfo cannot run (${r.error.message})`;
-  if (r.status !== 0) return `sinfo failed: ${r.stderr.trim()}`;
-  if (!/\b(idle|mix|alloc)/.test(r.stdout)) {
-    return `no node is up (sinfo says ${JSON.stringify(r.stdout.trim())})`;
-  }
-  return null;
-}
-
-const noSlurm = slurmUnavailable();
 const noVenv = venvMissing();
-const slurmWhy = noSlurm === null
-  ? null
-  : `no SLURM cluster reachable: ${noSlurm}; start one with .ci/slurm start DIR and set SLURM_CONF=DIR/slurm.conf`;
+const slurmWhy = slurmUnavailable();
 /** Each missing piece skips, unless its variable asks for it (then the test fails, saying so). */
 const skip = slurmWhy !== null && !REQUIRE_SLURM
   ? slurmWhy

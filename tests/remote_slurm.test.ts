@@ -19,28 +19,15 @@ import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { REPO_ROOT, waitUntil, writePipeline } from "./fixtures/parallel/harness.ts";
 import { shellQuote } from "../lib/errors.ts";
 import { ledger } from "./fixtures/remote.ts";
+import { REQUIRE_SLURM as REQUIRED, slurmUnavailable } from "./fixtures/slurm.ts";
 
 const BUN = path.join(REPO_ROOT, "node_modules", ".bin", "bun");
 const MAIN = path.join(REPO_ROOT, "main.ts");
-const REQUIRED = process.env["BLOCKWISE_REQUIRE_SLURM"] === "1";
 
 const newDir = scratchDirs("slurm");
 
-/** Why no SLURM cluster can be used here, or null when one answers. */
-function slurmUnavailable(): string | null {
-  const r = spawnSync("sinfo", ["-h", "-o", "%t"], { encoding: "utf8", timeout: 15_000 });
-  if (r.error !== undefined) return `sinfo cannot run (${r.error.message})`;
-  if (r.status !== 0) return `sinfo failed: ${r.stderr.trim()}`;
-  if (!/\b(idle|mix|alloc)/.test(r.stdout)) {
-    return `no node is up (sinfo says ${JSON.stringify(r.stdout.trim())})`;
-  }
-  return null;
-}
-
 const unavailable = slurmUnavailable();
-const skip = unavailable === null
-  ? false
-  : `no SLURM cluster reachable: ${unavailable}; start one with .ci/slurm start DIR and set SLURM_CONF=DIR/slurm.conf`;
+const skip = unavailable === null ? false : unavailable;
 
 if (skip !== false && !REQUIRED) console.log(`remote_slurm.test.ts skipped: ${skip}`);
 
