@@ -1113,6 +1113,8 @@ class Session(object):
                     except OSError:
                         pass  # the next attempt's prepare, or the next run's sweep, removes it
             t1 = perf_counter()
+            # The moment the block ended (the ledger's finished_at), before anything else runs.
+            finished_at = wall() if measure else 0.0
             seconds = t1 - t0
             self.blocks_done += 1
             self.seconds_done += seconds
@@ -1128,7 +1130,7 @@ class Session(object):
                     read1, write1 = meter.io()
                     rss, faults1 = meter.usage()
                     records.extend((position, 0.0 if fields is None else 1.0, seconds,
-                                    cpu1 - cpu0, rss, read1 - read0, write1 - write0, wall(),
+                                    cpu1 - cpu0, rss, read1 - read0, write1 - write0, finished_at,
                                     faults1 - faults0))
                     cpu0, read0, write0, faults0 = cpu1, read1, write1, faults1
                 else:
