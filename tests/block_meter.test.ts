@@ -12,7 +12,8 @@ import {
   SHORT_BLOCK_SECONDS,
   type ThreadCounters,
 } from "../lib/execute/block_meter.ts";
-import { RECORD_SECONDS, RECORD_STRIDE_MEASURED, Usage } from "../lib/execute/protocol/messages.ts";
+import { RECORD_SECONDS, RECORD_STRIDE_MEASURED } from "../lib/execute/protocol/messages.ts";
+import { Usage } from "../lib/run/block_report.ts";
 
 /** Counters the test moves by hand, counting how often they are read. */
 class FakeCounters implements ThreadCounters {

@@ -11,14 +11,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { loadPipeline } from "../lib/pipeline/mod.ts";
 import {
-  type BlockFailure,
   buildPipelineGraph,
   commandEnvironment,
   expandCommand,
   type ParallelRunOptions,
   runParallel,
-  type RunResult,
 } from "../lib/execute/mod.ts";
+import type { BlockFailure, RunResult } from "../lib/run/run_types.ts";
 import type { Block } from "../lib/pipeline/spec.ts";
 import {
   assertAllBalanced,

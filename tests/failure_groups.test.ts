@@ -8,7 +8,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { BlockFailure } from "../lib/execute/run_types.ts";
+import type { BlockFailure } from "../lib/run/run_types.ts";
 import { RepeatedFailures, REPEATS_SHOWN } from "../lib/report/failure_groups.ts";
 import {
   type FailedBlockReport,

@@ -18,14 +18,12 @@ import path from "node:path";
 import { loadPipeline } from "../lib/pipeline/mod.ts";
 import type { PipelineConfig } from "../lib/pipeline/spec.ts";
 import {
-  type BlockFailure,
   buildPipelineGraph,
   type ParallelRunOptions,
-  type RunObserver,
   runParallel,
-  type RunResult,
   runSerial,
 } from "../lib/execute/mod.ts";
+import type { BlockFailure, RunObserver, RunResult } from "../lib/run/run_types.ts";
 import type { DependencyGraph } from "../lib/graph/mod.ts";
 import { InputError } from "../lib/errors.ts";
 import {

@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import type { TaskResult } from "../lib/execute/run_types.ts";
+import type { TaskResult } from "../lib/run/run_types.ts";
 import { type ConsoleStream, createRunConsole } from "../lib/report/console_output.ts";
 import { createEventLog } from "../lib/report/events.ts";
 import { EtaEstimator, formatBarLine } from "../lib/report/progress_format.ts";

@@ -19,13 +19,8 @@ import { assertAllBalanced, countersOf, withTimeout } from "./fixtures/parallel/
 import { PYTHON, pythonMissing } from "./fixtures/python_peer.ts";
 import { describeRun, REPO, runCli } from "./fixtures/tracking/harness.ts";
 import { loadPipeline } from "../lib/pipeline/mod.ts";
-import {
-  type BlockFailure,
-  buildPipelineGraph,
-  localExecutorFactory,
-  runParallel,
-  type RunResult,
-} from "../lib/execute/mod.ts";
+import { buildPipelineGraph, localExecutorFactory, runParallel } from "../lib/execute/mod.ts";
+import type { BlockFailure, RunResult } from "../lib/run/run_types.ts";
 import { RemoteWorkers } from "../lib/remote/remote_workers.ts";
 import { TaskLayout } from "../lib/blocks/mod.ts";
 import {

@@ -37,13 +37,12 @@ import {
 import { manifestOf } from "./fixtures/outputs.ts";
 import { loadPipeline } from "../lib/pipeline/mod.ts";
 import {
-  type BlockFailure,
   buildPipelineGraph,
   type Executor,
   localExecutorFactory,
   runParallel,
-  type RunResult,
 } from "../lib/execute/mod.ts";
+import type { BlockFailure, RunResult } from "../lib/run/run_types.ts";
 import { RemoteWorkers } from "../lib/remote/remote_workers.ts";
 import { TaskLayout } from "../lib/blocks/mod.ts";
 import { PYTHON_CLIENT_SOURCE } from "../lib/remote/python_client_source.ts";

@@ -8,7 +8,8 @@ import {
   outcomeOf,
   type RunResult,
   type TaskResult,
-} from "../lib/execute/run_types.ts";
+  type TemporaryStats,
+} from "../lib/run/run_types.ts";
 import {
   type ConsoleStream,
   type ConsoleTimers,
@@ -21,7 +22,6 @@ import {
   formatFailureLine,
 } from "../lib/report/progress_format.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
-import type { TemporaryStats } from "../lib/outputs/temporary_files.ts";
 
 class FakeStream implements ConsoleStream {
   readonly chunks: string[] = [];

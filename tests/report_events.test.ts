@@ -8,7 +8,7 @@ import {
   outcomeOf,
   type RunResult,
   type TaskResult,
-} from "../lib/execute/run_types.ts";
+} from "../lib/run/run_types.ts";
 import { blockIdJson, createEventLog, type EventLogOptions } from "../lib/report/events.ts";
 import type { CounterSnapshot } from "../lib/schedule/counters.ts";
 import { InputError } from "../lib/errors.ts";

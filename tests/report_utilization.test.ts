@@ -1,6 +1,6 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import type { UtilizationReport, WorkerStats } from "../lib/execute/run_stats.ts";
+import type { UtilizationReport, WorkerStats } from "../lib/run/run_types.ts";
 import { formatBytes, formatUtilization } from "../lib/report/utilization.ts";
 
 const KB = 1024;

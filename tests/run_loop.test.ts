@@ -10,7 +10,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { MAX_WINDOW, MIN_WINDOW, TARGET_BATCH_MS } from "../lib/execute/dispatch.ts";
-import type { BlockReport, CompletionSink } from "../lib/execute/mod.ts";
+import type { BlockReport, CompletionSink } from "../lib/run/block_report.ts";
 import type { FakeExecutor } from "./fixtures/fake_executor.ts";
 import { type Deferred, deferred, linearTask, RunRig } from "./fixtures/run_rig.ts";
 

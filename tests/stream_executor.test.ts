@@ -28,9 +28,8 @@ import {
   localExecutorFactory,
   type ParallelRunOptions,
   runParallel,
-  type RunResult,
-  type StopReason,
 } from "../lib/execute/mod.ts";
+import type { RunResult, StopReason } from "../lib/run/run_types.ts";
 import type { ByteChannel } from "../lib/execute/byte_channel.ts";
 import type { ExecutorSpec } from "../lib/execute/executor.ts";
 import { StreamExecutor } from "../lib/execute/stream_executor.ts";

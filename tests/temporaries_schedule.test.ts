@@ -8,7 +8,7 @@
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import type { BlockReport, CompletionSink } from "../lib/execute/mod.ts";
+import type { BlockReport, CompletionSink } from "../lib/run/block_report.ts";
 import { linearTask, RunRig } from "./fixtures/run_rig.ts";
 
 const BLOCKS = 300;

@@ -32,10 +32,11 @@ import {
 import { STATUS_SLOTS, StatusSlot } from "../lib/execute/protocol/status_slots.ts";
 import { threadCpuSeconds, ThreadMeter } from "../lib/runtime/usage.ts";
 import { BlockMeter } from "../lib/execute/block_meter.ts";
-import { type BlockCommit, BlockOutputs } from "../lib/outputs/block_outputs.ts";
+import { BlockOutputs } from "../lib/outputs/block_outputs.ts";
+import type { BlockCommit } from "../lib/run/block_report.ts";
 import type { BlockContext } from "../lib/pipeline/spec.ts";
 import { provideModulesFor } from "../lib/pipeline/provided_modules.ts";
-import { errorParts } from "../lib/execute/run_types.ts";
+import { errorParts } from "../lib/run/run_types.ts";
 
 interface WorkerScope {
   onmessage: ((event: MessageEvent<unknown>) => void) | null;

@@ -9,9 +9,14 @@
 
 import process from "node:process";
 import { blockIdToJson } from "../blocks/mod.ts";
-import type { BlockFailure, RunObserver, RunResult, TaskResult } from "../execute/run_types.ts";
+import type {
+  BlockFailure,
+  RunObserver,
+  RunResult,
+  TaskResult,
+  UtilizationReport,
+} from "../run/run_types.ts";
 import { combineObservers } from "../report/observers.ts";
-import type { UtilizationReport } from "../execute/run_stats.ts";
 import { runPipeline } from "./run.ts";
 import { installStopSwitch, type StopSwitch } from "./signals.ts";
 import { isRecord } from "../errors.ts";

@@ -2,7 +2,7 @@
 
 import { CommanderError } from "commander";
 import { createFailureAdvice, errorCode, InputError, StoreError } from "../errors.ts";
-import type { RunOutcome } from "../execute/run_types.ts";
+import type { RunOutcome } from "../run/run_types.ts";
 
 export const EXIT_OK = 0;
 export const EXIT_BLOCKS_FAILED = 1;

@@ -7,12 +7,10 @@ import {
   checkSerialRunnable,
   localExecutorFactory,
   type ResumePlan,
-  type RunObserver,
   runParallel,
-  type RunResult,
   runSerial,
-  type StopReason,
 } from "../execute/mod.ts";
+import type { RunObserver, RunResult, StopReason } from "../run/run_types.ts";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
 import { effectiveLaunches, type RemoteWorkers } from "../remote/remote_workers.ts";
 import { checkInterpreters } from "../remote/python_client.ts";

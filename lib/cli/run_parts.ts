@@ -3,7 +3,8 @@
  * choice and the pre-check order.
  */
 
-import type { Precheck, PrecheckRefusal, RunResult } from "../execute/mod.ts";
+import type { Precheck, PrecheckRefusal } from "../execute/mod.ts";
+import type { RunResult } from "../run/run_types.ts";
 import type { SkipMask } from "../masks/mod.ts";
 import { formatExecutionSummary, type RunLocations } from "../report/summary.ts";
 import { type MmapKind, nativeMmapKind } from "../runtime/mod.ts";

@@ -15,7 +15,7 @@
 
 import process from "node:process";
 import { InputError } from "../errors.ts";
-import type { RunObserver, TaskResult } from "../execute/mod.ts";
+import type { RunObserver, TaskResult } from "../run/run_types.ts";
 import type { TaskRuntime } from "../execute/task_runtime.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";

@@ -6,7 +6,7 @@
  */
 
 import process from "node:process";
-import type { StopReason } from "../execute/mod.ts";
+import type { StopReason } from "../run/run_types.ts";
 import { exitCodeForSignal } from "./exit_codes.ts";
 
 export interface StopSwitch {

@@ -10,7 +10,8 @@
  * RSS and the finishing time are each block's own.
  */
 
-import { RECORD_SECONDS, Usage } from "./protocol/messages.ts";
+import { RECORD_SECONDS } from "./protocol/messages.ts";
+import { Usage } from "../run/block_report.ts";
 
 /** What the meter reads: cumulative counters of the calling thread. */
 export interface ThreadCounters {

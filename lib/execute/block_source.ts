@@ -12,7 +12,7 @@ import type { TaskConfig } from "../pipeline/spec.ts";
 import { ReadyQueue, type Scheduler, type SkipReason } from "../schedule/mod.ts";
 import { makeBlock } from "./block.ts";
 import type { BlockCompletion } from "./completion.ts";
-import { errorParts, type RunObserver } from "./run_types.ts";
+import { errorParts, type RunObserver } from "../run/run_types.ts";
 
 import type { PrecheckRefusal } from "../outputs/precheck_refusal.ts";
 

@@ -17,8 +17,9 @@ import {
   STATUS_DONE,
   STATUS_FAILED,
 } from "./protocol/messages.ts";
-import { errorParts } from "./run_types.ts";
-import { type BlockCommit, BlockOutputs } from "../outputs/block_outputs.ts";
+import { errorParts } from "../run/run_types.ts";
+import { BlockOutputs } from "../outputs/block_outputs.ts";
+import type { BlockCommit } from "../run/block_report.ts";
 import { workerEnvironment } from "./worker_profile.ts";
 
 export class CommandExecutor implements Executor {

@@ -10,61 +10,10 @@
  */
 
 import type { TaskLayout } from "../blocks/mod.ts";
-import type { BlockCommit } from "../outputs/block_outputs.ts";
 import { messageOf } from "../errors.ts";
 import type { Scheduler, SkipReason } from "../schedule/mod.ts";
-import type { BlockFailure, RunObserver } from "./run_types.ts";
-
-/**
- * What the sink learns about one block. The run loop reuses one report object: it is valid only
- * during the call, so a sink keeps copies of what it needs.
- */
-export interface BlockReport {
-  task: number;
-  position: number;
-  /** 1-based attempt that finished. */
-  attempt: number;
-  /** Run clock (ms) when the block was handed to an executor, and when its result came back. */
-  sentAt: number;
-  returnedAt: number;
-  /** Run-wide worker number, or -1 (serial runs). */
-  workerId: number;
-  /** The `Usage` figures of the attempt (resource tracking), or null. */
-  usage: Float64Array | null;
-  /** What a block with declared outputs staged (its files and hashes), or null. */
-  commit: BlockCommit | null;
-  /** Seconds the attempt ran (wall time). */
-  seconds: number;
-}
-
-/** Where outcomes are kept (the tracking store, later the output manifest). */
-export interface CompletionSink {
-  /**
-   * A block succeeded. Return a promise to hold it in `processing` until its completion is
-   * durable; a rejection fails the attempt with the rejection's message.
-   */
-  done(report: BlockReport): void | Promise<void>;
-  /** An attempt failed; `permanent` when no retry is left. */
-  failed(report: BlockReport, permanent: boolean): void;
-  skipped?(task: number, position: number, reason: SkipReason): void;
-  /**
-   * `count` blocks a resume skipped in bulk (never handed out, never visited one by one). A
-   * sink that must see each skipped block keeps the run from skipping in bulk instead.
-   */
-  skippedInBulk?(task: number, count: number, reason: SkipReason): void;
-  orphaned?(task: number, position: number): void;
-  /** Blocks of a temporary task due for deletion whose files are not removed yet. */
-  removalBacklog?(task: number): number;
-  /** Median duration of the recent commit barriers, in ms (0: none, or nothing to commit). */
-  barrierMs?(): number;
-  /** Call `listener` after each batch of removals (pacing may let a temporary task go on). */
-  onRemoved?(listener: () => void): void;
-  /**
-   * Call `listener` when a block's outputs are in place for its readers, before its completion
-   * is durable: its downstream is released then, and nothing more when it succeeds.
-   */
-  onRenamed?(listener: (task: number, position: number) => void): void;
-}
+import type { BlockReport, CompletionSink } from "../run/block_report.ts";
+import type { BlockFailure, RunObserver } from "../run/run_types.ts";
 
 export interface CompletionOptions {
   readonly scheduler: Scheduler;

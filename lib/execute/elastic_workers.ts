@@ -9,7 +9,7 @@
 import type { WorkerRange } from "../pipeline/spec.ts";
 import type { Executor } from "./executor.ts";
 import type { RunClock } from "./run_clock.ts";
-import type { RunObserver } from "./run_types.ts";
+import type { RunObserver } from "../run/run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
 /**

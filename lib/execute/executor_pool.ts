@@ -29,7 +29,7 @@ import type { RunClock } from "./run_clock.ts";
 import { SetupFailures, type SetupLoss } from "./setup_failures.ts";
 import { Recalls } from "./recalls.ts";
 import { WorkerLifetimes } from "./run_stats.ts";
-import type { RunObserver } from "./run_types.ts";
+import type { RunObserver } from "../run/run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 import { taskDemands } from "./worker_demand.ts";
 

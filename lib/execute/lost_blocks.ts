@@ -1,7 +1,8 @@
 /** What becomes of the blocks a lost executor held (`ExecutorPool.lost`). */
 
 import type { BlockSource } from "./block_source.ts";
-import type { BlockCompletion, BlockReport } from "./completion.ts";
+import type { BlockCompletion } from "./completion.ts";
+import type { BlockReport } from "../run/block_report.ts";
 import type { Executor } from "./executor.ts";
 
 /**

@@ -1,14 +1,13 @@
 /** The options of the parallel run loop (parallel_runner.ts). */
 
 import type { OutputPlan } from "../outputs/output_plan.ts";
-import type { TemporaryStats } from "../outputs/temporary_files.ts";
+import type { RunObserver, StopReason, TemporaryStats } from "../run/run_types.ts";
 import type { Resources } from "../schedule/mod.ts";
 import type { Precheck } from "./block_source.ts";
-import type { CompletionSink } from "./completion.ts";
+import type { CompletionSink } from "../run/block_report.ts";
 import type { ExecutorFactory } from "./executor.ts";
 import type { ResumePlan } from "./resume_plan.ts";
 import type { RunClock } from "./run_clock.ts";
-import type { RunObserver, StopReason } from "./run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
 export interface ParallelRunOptions {

@@ -27,14 +27,14 @@ import { FillQueue } from "./fill_queue.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
 import { ResultIntake } from "./result_intake.ts";
 import { type RunClock, SYSTEM_CLOCK } from "./run_clock.ts";
-import type { UtilizationReport } from "./run_stats.ts";
 import {
   outcomeOf,
   type RunObserver,
   type RunResult,
   type StopReason,
   type TaskResult,
-} from "./run_types.ts";
+  type UtilizationReport,
+} from "../run/run_types.ts";
 import { schedulerOptions } from "./scheduler_options.ts";
 import type { ParallelRunOptions } from "./parallel_options.ts";
 

@@ -18,7 +18,7 @@
 import type { TaskConfig } from "../pipeline/spec.ts";
 import type { Executor } from "./executor.ts";
 import type { WorkerLifetimes } from "./run_stats.ts";
-import type { RunObserver } from "./run_types.ts";
+import type { RunObserver } from "../run/run_types.ts";
 
 interface Parked {
   readonly executor: Executor;

@@ -5,7 +5,8 @@
  */
 
 import type { BlockSource } from "./block_source.ts";
-import type { BlockCompletion, BlockReport } from "./completion.ts";
+import type { BlockCompletion } from "./completion.ts";
+import { type BlockReport, Usage, USAGE_FIELDS } from "../run/block_report.ts";
 import type { Dispatcher } from "./dispatch.ts";
 import type { Executor } from "./executor.ts";
 import {
@@ -14,11 +15,9 @@ import {
   RECORD_STATUS,
   type ResultsMessage,
   STATUS_DONE,
-  Usage,
-  USAGE_FIELDS,
 } from "./protocol/messages.ts";
 import type { RunClock } from "./run_clock.ts";
-import type { WorkerStats } from "./run_stats.ts";
+import type { WorkerStats } from "../run/run_types.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
 export class ResultIntake {

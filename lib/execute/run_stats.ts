@@ -4,6 +4,8 @@
  * workers spawned and the peak of concurrently alive workers; per worker, its lifetime.
  */
 
+import type { WorkerStats } from "../run/run_types.ts";
+
 /** Where the count and each sum live in `DurationTrend`'s array. */
 const SUM_X = 0;
 const SUM_Y = 1;
@@ -56,20 +58,6 @@ export class DurationTrend {
   get totalSeconds(): number {
     return this.#sums[SUM_Y]! / 1000;
   }
-}
-
-export interface WorkerStats {
-  readonly workerId: number;
-  readonly taskId: string;
-  readonly startedAt: number;
-  endedAt: number;
-  blocks: number;
-  failedBlocks: number;
-  cpuSeconds: number;
-  /** Seconds it sat parked, idle and out of the budget (not part of its working lifetime). */
-  parkedSeconds: number;
-  exit: "clean" | "crashed" | "killed" | "running";
-  reason?: string;
 }
 
 /** Each worker's `WorkerStats`, from its start to its end, by its executor. */
@@ -165,29 +153,4 @@ export class TaskStats {
     this.alive--;
     this.lastEnd = now;
   }
-}
-
-export interface UtilizationReport {
-  readonly wallSeconds: number;
-  readonly processCpuSeconds: number;
-  readonly peakRssBytes: number;
-  readonly ioReadBytes: number;
-  readonly ioWriteBytes: number;
-  readonly tasks: readonly {
-    readonly id: string;
-    readonly blocks: number;
-    readonly workersSpawned: number;
-    readonly maxConcurrent: number;
-    readonly restarts: number;
-    /** Workers of the task that crashed, timed out or failed setup. */
-    readonly workerFailures: number;
-    readonly meanMs: number;
-    readonly slopeMs: number;
-    readonly busySeconds: number;
-    readonly cpuSeconds: number;
-    readonly wallSeconds: number;
-    /** Mean minor page faults per measured block, or NaN without resource tracking. */
-    readonly faultsPerBlock: number;
-  }[];
-  readonly workers: readonly WorkerStats[];
 }

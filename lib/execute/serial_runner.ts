@@ -14,7 +14,8 @@ import { makeBlock } from "./block.ts";
 import { BlockSource, type Precheck } from "./block_source.ts";
 import { runCommandBlock } from "./command_block.ts";
 import { workerEnvironment } from "./worker_profile.ts";
-import { BlockCompletion, type BlockReport, type CompletionSink } from "./completion.ts";
+import { BlockCompletion } from "./completion.ts";
+import type { BlockReport, CompletionSink } from "../run/block_report.ts";
 import { type RunClock, SYSTEM_CLOCK, yieldToEventLoop } from "./run_clock.ts";
 import {
   errorParts,
@@ -23,11 +24,11 @@ import {
   type RunResult,
   type StopReason,
   type TaskResult,
-} from "./run_types.ts";
+  type TemporaryStats,
+} from "../run/run_types.ts";
 import { schedulerOptions } from "./scheduler_options.ts";
 import { BlockOutputs } from "../outputs/block_outputs.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
-import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import { InputError } from "../errors.ts";
 import type { ResumePlan } from "./resume_plan.ts";
 import type { Block } from "../pipeline/spec.ts";

@@ -2,7 +2,7 @@
 
 import type { TaskConfig } from "../pipeline/spec.ts";
 import type { Executor } from "./executor.ts";
-import type { WorkerCounts } from "./run_types.ts";
+import type { WorkerCounts } from "../run/run_types.ts";
 import { TaskStats } from "./run_stats.ts";
 
 export class TaskRuntime {

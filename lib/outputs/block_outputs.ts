@@ -10,24 +10,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { createHash } from "node:crypto";
 import type { Block } from "../pipeline/spec.ts";
+import type { BlockCommit, StagedFile } from "../run/block_report.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { ownedChunkKeys, relativeOutputPath, stagedLocation } from "./staging.ts";
-
-/** One staged file: its output, its path below the output's base (`/`-separated), size, hash. */
-export interface StagedFile {
-  readonly output: string;
-  readonly path: string;
-  readonly size: number;
-  readonly sha256: string;
-}
-
-/** What a block's successful attempt produced, reported with its result. */
-export interface BlockCommit {
-  readonly position: number;
-  readonly files: readonly StagedFile[];
-  /** SHA-256 over the sorted "output/path" of every file and that file's SHA-256. */
-  readonly content: string;
-}
 
 const METADATA_FILES = new Set(["zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"]);
 const READ_CHUNK = 1 << 20;

@@ -22,7 +22,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { fsyncFileAsync, renameAll, syncFilesystem } from "../runtime/fs_sync.ts";
 import type { Block } from "../pipeline/spec.ts";
-import type { BlockCommit } from "./block_outputs.ts";
+import type { BlockCommit } from "../run/block_report.ts";
 import { crashAfterOf, crashPoint } from "./crash_points.ts";
 import type { ManifestRecord, ManifestWriter } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";

@@ -10,7 +10,7 @@
 
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { BlockFailure, RunObserver } from "../execute/run_types.ts";
+import type { BlockFailure, RunObserver } from "../run/run_types.ts";
 import { checkHostByteOrder, streamBlockRuns } from "../tracking/chunk_reads.ts";
 import { readStoreMetadata } from "../tracking/store_metadata.ts";
 import { indexKey } from "./manifest.ts";

@@ -34,30 +34,9 @@ import { type OutputPlan, STAGING_FOLDER } from "./output_plan.ts";
 import { liveOwner, OWNER_FILE } from "./output_owners.ts";
 import { finalLocation } from "./staging.ts";
 import { positionOfIndex } from "../tracking/grid_index.ts";
+import type { ReconcileSummary } from "../run/run_types.ts";
 
 export { positionOfIndex };
-
-export interface ReconcileSummary {
-  readonly task: string;
-  readonly recordedAndPresent: number;
-  readonly adopted: number;
-  readonly recordedNotPresent: number;
-  /** Recorded, present, but other bytes than recorded (written after the record): rebuilt. */
-  readonly recordedChanged: number;
-  readonly rolledBack: number;
-  readonly neverBuilt: number;
-  /** Blocks `blockwise reset` dropped: they run again (their old files are not unexpected). */
-  readonly reset: number;
-  readonly unexpected: number;
-  readonly unexpectedExamples: readonly string[];
-  readonly stagingRemoved: number;
-  readonly unreadableLines: number;
-  /** Of those, lines no blockwise append makes (see ManifestContents), with the first few numbers. */
-  readonly foreignLines: readonly number[];
-  readonly foreignCount: number;
-  /** Blocks of a temporary task whose outputs were deleted (done, tombstoned). */
-  readonly deletedTemporaries: number;
-}
 
 /** Positions whose outputs a reconcile found missing (plan's "output missing"). */
 export interface ReconcileResult {

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { type DependencyGraph, readsMarked } from "../graph/mod.ts";
 import { InputError } from "../errors.ts";
 import { makeBlock } from "../pipeline/block.ts";
-import type { BlockReport, CompletionSink } from "../execute/completion.ts";
+import type { BlockReport, CompletionSink } from "../run/block_report.ts";
 import type { PrecheckRefusal } from "./precheck_refusal.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import type { TrackingSession } from "../tracking/session.ts";
@@ -27,11 +27,11 @@ import {
   STAGING_FOLDER,
 } from "./output_plan.ts";
 import { ProvenanceModel } from "./provenance.ts";
-import { type ReconcileSummary, reconcileTask } from "./reconcile.ts";
+import { reconcileTask } from "./reconcile.ts";
+import type { ReconcileSummary, TemporaryStats } from "../run/run_types.ts";
 import { crashPoint } from "./crash_points.ts";
 import type { ForcedBlocks } from "./forced.ts";
 import { Temporaries } from "./temporaries.ts";
-import type { TemporaryStats } from "./temporary_files.ts";
 import { OUTPUTS_PRESENT } from "../tracking/store.ts";
 import type { SkipReason } from "../schedule/mod.ts";
 

@@ -28,7 +28,8 @@ import { indexKey, readManifest } from "./manifest.ts";
 import type { OutputPlan } from "./output_plan.ts";
 import { blocksThatMayRun } from "./may_run.ts";
 import { finalLocation } from "./staging.ts";
-import { bytesOf, OutputRemover, TemporaryBytes, type TemporaryStats } from "./temporary_files.ts";
+import { bytesOf, OutputRemover, TemporaryBytes } from "./temporary_files.ts";
+import type { TemporaryStats } from "../run/run_types.ts";
 
 /** What temporaries read of a store (a run's mapped store, or plan's snapshot). */
 export type TemporaryStore = Pick<TrackingStore, "path" | "done" | "provenance">;

@@ -2,18 +2,7 @@
 
 import { removeAll, removeNow } from "../runtime/fs_sync.ts";
 import type { ManifestFile } from "./manifest.ts";
-
-/** What the progress line, the summary and the pacing of its task see of a temporary task. */
-export interface TemporaryStats {
-  readonly liveBlocks: number;
-  readonly liveBytes: number;
-  readonly peakBytes: number;
-  readonly deletedBlocks: number;
-  readonly deletedBytes: number;
-  readonly regenerated: number;
-  /** Blocks due for deletion whose files are not removed yet. */
-  readonly removing: number;
-}
+import type { TemporaryStats } from "../run/run_types.ts";
 
 /**
  * Unlinking on the run loop is worth it only while a file goes in microseconds: tmpfs takes

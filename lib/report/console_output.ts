@@ -22,7 +22,7 @@
 import process from "node:process";
 import { clearInterval, clearTimeout, setInterval, setTimeout } from "node:timers";
 import { MultiBar, type Options, type Params } from "cli-progress";
-import type { BlockFailure, RunObserver, TaskResult } from "../execute/run_types.ts";
+import type { BlockFailure, RunObserver, TaskResult } from "../run/run_types.ts";
 import { formatCountersLine } from "./summary.ts";
 import {
   type BarLayout,

@@ -60,7 +60,7 @@ import {
   type RunObserver,
   type RunResult,
   type TaskResult,
-} from "../execute/run_types.ts";
+} from "../run/run_types.ts";
 import { type RunClock, SYSTEM_CLOCK } from "../execute/run_clock.ts";
 
 export interface EventLog extends RunObserver {

@@ -6,7 +6,7 @@
  * each distinct error once: `groupFailures` in summary.ts.)
  */
 
-import type { BlockFailure } from "../execute/run_types.ts";
+import type { BlockFailure } from "../run/run_types.ts";
 import { firstLine, formatFailureLine, paint } from "./progress_format.ts";
 
 /** Repeats of one error printed as a short line before the rest are only counted. */

@@ -1,6 +1,6 @@
 /** One run observer that tells several (the console and the events file). */
 
-import type { BlockDone, RunObserver } from "../execute/run_types.ts";
+import type { BlockDone, RunObserver } from "../run/run_types.ts";
 
 export function combineObservers(...observers: (RunObserver | null)[]): RunObserver {
   const list = observers.filter((o): o is RunObserver => o !== null);

@@ -10,9 +10,8 @@
  */
 
 import type { GenericBar } from "cli-progress";
-import type { BlockFailure, WorkerCounts } from "../execute/run_types.ts";
+import type { BlockFailure, TemporaryStats, WorkerCounts } from "../run/run_types.ts";
 import type { CounterSnapshot } from "../schedule/counters.ts";
-import type { TemporaryStats } from "../outputs/temporary_files.ts";
 import { statusSymbol, workersText } from "./summary.ts";
 import { formatBytes } from "./utilization.ts";
 

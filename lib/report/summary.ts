@@ -13,8 +13,7 @@
  */
 
 import { type CounterSnapshot, describeAbandonReason } from "../schedule/mod.ts";
-import type { TemporaryStats } from "../outputs/temporary_files.ts";
-import type { RunOutcome, WorkerCounts } from "../execute/run_types.ts";
+import type { RunOutcome, TemporaryStats, WorkerCounts } from "../run/run_types.ts";
 import { formatBytes } from "./utilization.ts";
 
 export interface TaskSummaryRow {

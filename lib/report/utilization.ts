@@ -33,7 +33,7 @@
  * recorded block are left out, as in daisy.
  */
 
-import type { UtilizationReport } from "../execute/run_stats.ts";
+import type { UtilizationReport } from "../run/run_types.ts";
 import { formatTable } from "./table.ts";
 
 const BYTE_UNITS = ["B", "KB", "MB", "GB", "TB"] as const;

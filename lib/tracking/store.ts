@@ -16,7 +16,7 @@ import type { TaskLayout } from "../blocks/mod.ts";
 import { deleteToStartFresh, errorCode, messageOf, StoreError } from "../errors.ts";
 import { type MappedFile, type MmapKind, openMapped } from "../runtime/mod.ts";
 import { VERSION } from "../version.ts";
-import { type BlockUsage, Usage, USAGE_FIELDS } from "../execute/worker_protocol.ts";
+import { type BlockUsage, Usage, USAGE_FIELDS } from "../run/block_report.ts";
 import {
   createFilledFile,
   documentText,

@@ -3,7 +3,7 @@
  * throws a ProtocolError naming the message kind, the field and the value at fault.
  */
 
-import type { BlockCommit } from "../../outputs/block_outputs.ts";
+import type { BlockCommit } from "../../run/block_report.ts";
 
 /** A message broke the protocol: the peer is killed (a worker) or refused (a connection). */
 export class ProtocolError extends Error {

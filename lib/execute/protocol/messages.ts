@@ -10,7 +10,7 @@
  */
 
 import type { LayoutSpec } from "../../blocks/mod.ts";
-import type { BlockCommit } from "../../outputs/block_outputs.ts";
+import type { BlockCommit } from "../../run/block_report.ts";
 import type { OutputPlan } from "../../outputs/output_plan.ts";
 import type { JsonValue } from "../../pipeline/spec.ts";
 import {
@@ -37,7 +37,10 @@ export const RECORD_STATUS = 1;
 export const RECORD_SECONDS = 2;
 /** Fields per record without resource tracking. */
 export const RECORD_STRIDE_PLAIN = 3;
-/** Fields per record with resource tracking: the seven `Usage` figures start at RECORD_SECONDS. */
+/**
+ * Fields per record with resource tracking: the seven `Usage` figures (lib/run/block_report.ts)
+ * start at RECORD_SECONDS.
+ */
 export const RECORD_STRIDE_MEASURED = 9;
 /** A worker reports at most this many records per results message (Web Workers). */
 export const RESULT_RECORDS = 512;
@@ -45,19 +48,6 @@ export const RESULT_RECORDS = 512;
 export const RESULT_BUFFER_FLOATS = RESULT_RECORDS * RECORD_STRIDE_MEASURED;
 export const STATUS_DONE = 0;
 export const STATUS_FAILED = 1;
-
-/** Per-block figures, in record order from RECORD_SECONDS (resource tracking). */
-export const USAGE_FIELDS = 7;
-export const enum Usage {
-  WallSeconds = 0,
-  CpuSeconds = 1,
-  PeakRssBytes = 2,
-  IoReadBytes = 3,
-  IoWriteBytes = 4,
-  FinishedAt = 5,
-  /** Minor page faults of the worker's thread (or process) during the block; NaN if unknown. */
-  MinorFaults = 6,
-}
 
 // ---- scheduler -> worker --------------------------------------------------------------------
 

@@ -1,10 +1,14 @@
-/** What a run reports while it goes and when it ends, shared by the serial and parallel runners. */
+/**
+ * What a run reports while it goes and when it ends, shared by the serial and parallel runners
+ * (lib/execute) and by what keeps or shows it: the tracking store's `runs.jsonl`, the outputs'
+ * errors log, the report. Pure data and small pure helpers, below all of those, so that each
+ * imports it downwards; the figures it names (a temporary task's bytes, a reconcile's counts,
+ * the utilisation table's) are defined here too, and their makers in lib/outputs and
+ * lib/execute fill them in.
+ */
 
 import type { CounterSnapshot } from "../schedule/mod.ts";
 import type { BlockId } from "../blocks/mod.ts";
-import type { UtilizationReport } from "./run_stats.ts";
-import type { ReconcileSummary } from "../outputs/reconcile.ts";
-import type { TemporaryStats } from "../outputs/temporary_files.ts";
 
 export interface BlockFailure {
   readonly taskId: string;
@@ -54,6 +58,21 @@ export interface WorkerCounts {
   readonly released: number;
 }
 
+/**
+ * What the progress line, the summary and the pacing of its task see of a temporary task
+ * (`TemporaryBytes` in lib/outputs/temporary_files.ts counts it).
+ */
+export interface TemporaryStats {
+  readonly liveBlocks: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  readonly deletedBlocks: number;
+  readonly deletedBytes: number;
+  readonly regenerated: number;
+  /** Blocks due for deletion whose files are not removed yet. */
+  readonly removing: number;
+}
+
 export type StopReason = "SIGINT" | "SIGTERM";
 
 /** How a run ended, decided once (`outcomeOf`); `lib/cli/exit_codes.ts` maps it to an exit code. */
@@ -84,6 +103,73 @@ export interface RunResult {
   readonly outcome: RunOutcome;
   /** Parallel runs only: where the time went. */
   readonly utilization?: UtilizationReport;
+}
+
+/** Parallel runs: where the time went, per task and per worker (lib/execute/run_stats.ts). */
+export interface UtilizationReport {
+  readonly wallSeconds: number;
+  readonly processCpuSeconds: number;
+  readonly peakRssBytes: number;
+  readonly ioReadBytes: number;
+  readonly ioWriteBytes: number;
+  readonly tasks: readonly {
+    readonly id: string;
+    readonly blocks: number;
+    readonly workersSpawned: number;
+    readonly maxConcurrent: number;
+    readonly restarts: number;
+    /** Workers of the task that crashed, timed out or failed setup. */
+    readonly workerFailures: number;
+    readonly meanMs: number;
+    readonly slopeMs: number;
+    readonly busySeconds: number;
+    readonly cpuSeconds: number;
+    readonly wallSeconds: number;
+    /** Mean minor page faults per measured block, or NaN without resource tracking. */
+    readonly faultsPerBlock: number;
+  }[];
+  readonly workers: readonly WorkerStats[];
+}
+
+/** One worker's lifetime and work (`WorkerLifetimes` in lib/execute/run_stats.ts keeps it). */
+export interface WorkerStats {
+  readonly workerId: number;
+  readonly taskId: string;
+  readonly startedAt: number;
+  endedAt: number;
+  blocks: number;
+  failedBlocks: number;
+  cpuSeconds: number;
+  /** Seconds it sat parked, idle and out of the budget (not part of its working lifetime). */
+  parkedSeconds: number;
+  exit: "clean" | "crashed" | "killed" | "running";
+  reason?: string;
+}
+
+/**
+ * What reconciling a task's outputs with its manifest and the disk found at the start of a run
+ * (`reconcileTask` in lib/outputs/reconcile.ts), told to `RunObserver.outputsReconciled`.
+ */
+export interface ReconcileSummary {
+  readonly task: string;
+  readonly recordedAndPresent: number;
+  readonly adopted: number;
+  readonly recordedNotPresent: number;
+  /** Recorded, present, but other bytes than recorded (written after the record): rebuilt. */
+  readonly recordedChanged: number;
+  readonly rolledBack: number;
+  readonly neverBuilt: number;
+  /** Blocks `blockwise reset` dropped: they run again (their old files are not unexpected). */
+  readonly reset: number;
+  readonly unexpected: number;
+  readonly unexpectedExamples: readonly string[];
+  readonly stagingRemoved: number;
+  readonly unreadableLines: number;
+  /** Of those, lines no blockwise append makes (see ManifestContents), with the first few numbers. */
+  readonly foreignLines: readonly number[];
+  readonly foreignCount: number;
+  /** Blocks of a temporary task whose outputs were deleted (done, tombstoned). */
+  readonly deletedTemporaries: number;
 }
 
 export interface RunObserver {
