@@ -78,10 +78,7 @@ if [ ${#chosen[@]} -eq 0 ]; then
   outfile=blockwise
 fi
 
-if [ ! -x node_modules/.bin/bun ]; then
-  echo "compile.sh: installing dependencies (npm ci)" >&2
-  npm ci --no-audit --no-fund >&2
-fi
+bash scripts/install.sh # npm ci when node_modules is missing or stale
 compiler_version=$(node -p 'require("./node_modules/bun/package.json").version')
 cache=.cache/bun-runtimes
 
