@@ -542,6 +542,7 @@ class LiveServer {
       queued_workers: 1,
       connected_workers: 2,
       finished,
+      live_maps: finished ? [] : ["segment"],
     };
     const tasks = parts === "full" ? this.base.tasks : this.base.tasks.map((t) => ({
       ...t,

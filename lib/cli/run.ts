@@ -240,7 +240,9 @@ async function runStages(
       notice: huge ? (message) => observer.notice?.(message) : null,
     });
     if (dashboard !== null) {
-      observer.notice?.(`Dashboard of this run: ${await dashboard.start(tracking.runId)}`);
+      const session = tracking;
+      const url = await dashboard.start(session.runId, (t) => session.store(t));
+      observer.notice?.(`Dashboard of this run: ${url}`);
     }
     await checkpoint();
   } catch (error) {

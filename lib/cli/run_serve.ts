@@ -4,10 +4,15 @@
  * `ReportData.live`: the progress counters of `--events`, the blocks running now and on which
  * worker, queued and connected workers.
  *
- * Cost: nothing per block. The counters are kept from the progress calls the console gets
- * anyway; the blocks running now are read from the executors only when the server builds a
+ * Cost: one mark per block finished. The counters are kept from the progress calls the console
+ * gets anyway; the blocks running now are read from the executors only when the server builds a
  * document, which its refresh rule (snapshots.ts) bounds to about one a second while a page is
- * open and none when no page is.
+ * open and none when no page is. The map of each store the run holds is kept live
+ * (lib/view/live_map.ts): a block the run finishes marks its cell of the map, and a frame counts
+ * only the marked cells again, so a frame of a 10^8-block store does not read the whole ledger
+ * (one pass at the first frame). Not for a temporary task (its outputs are deleted without a
+ * word to observers), and not once the run has finished (commits may still settle then): those
+ * frames read the stores as `serve` does.
  *
  * When the run ends the page should see it: if a page was polling in the last 5 s, closing
  * waits (at most 3 s) until the server has built one document that says `finished`.
@@ -21,6 +26,7 @@ import type { DependencyGraph } from "../graph/mod.ts";
 import type { PipelineConfig } from "../pipeline/spec.ts";
 import { blockIdToJson } from "../blocks/mod.ts";
 import { DEFAULT_VIEW_LISTEN } from "../view/access.ts";
+import type { HeldStore, LiveStoreMap } from "../view/live_map.ts";
 import type { LiveView, RunningBlock } from "../view/report_data.ts";
 import type { ViewServer } from "../view/server.ts";
 
@@ -45,6 +51,9 @@ export class RunDashboard {
   readonly #startedAt = new Date();
   #lastBuild = 0;
   #sawFinished = false;
+  /** Per task, the live map of its store (null: none, or not kept live). */
+  #maps: (LiveStoreMap | null)[] = [];
+  readonly #taskIndex = new Map<string, number>();
 
   /** `serve`: the option's value (true: the default address). InputError without a ledger. */
   constructor(
@@ -62,8 +71,15 @@ export class RunDashboard {
     this.#graph = graph;
     this.#listen = serve === true ? DEFAULT_VIEW_LISTEN : serve;
     this.#trackingDir = trackingDir;
+    pipeline.tasks.forEach((task, t) => this.#taskIndex.set(task.id, t));
+    const touch = (taskId: string, index: readonly number[]) => {
+      const t = this.#taskIndex.get(taskId);
+      if (t !== undefined) this.#maps[t]?.touch(index);
+    };
     this.observer = {
       runStarted: (tasks) => (this.#progress = tasks),
+      blockDone: (done) => touch(done.taskId, done.index),
+      blockFailed: (failure) => touch(failure.taskId, failure.index),
       progress: (tasks) => (this.#progress = tasks),
       runFinished: (result) => {
         this.#progress = result.tasks;
@@ -77,16 +93,30 @@ export class RunDashboard {
     this.#tasks = tasks;
   };
 
-  /** Start serving (the stores exist by now); returns the URL to print. */
-  async start(runId: string): Promise<string> {
+  /**
+   * Start serving (the stores exist by now, and the run's start has written what it writes
+   * before any block runs); `stores(t)` is the store the run holds for task t, or null. Returns
+   * the URL to print.
+   */
+  async start(runId: string, stores: (task: number) => HeldStore | null): Promise<string> {
     this.#runId = runId;
     // Loaded only for --serve: the page's script (ECharts) is most of a megabyte to parse.
     const { startViewServer } = await import("../view/server.ts");
+    const { LiveStoreMap } = await import("../view/live_map.ts");
+    const byPath = new Map<string, LiveStoreMap>();
+    this.#maps = this.#pipeline.tasks.map((task, t) => {
+      const store = stores(t);
+      if (store === null || task.temporary) return null;
+      const map = new LiveStoreMap(store);
+      byPath.set(map.path, map);
+      return map;
+    });
     this.#server = await startViewServer({
       target: this.#trackingDir,
       listen: this.#listen,
       live: () => this.live(),
       log: (line) => process.stderr.write(`dashboard: ${line}\n`),
+      held: (dir) => (this.#finished ? null : byPath.get(dir) ?? null),
     });
     return this.#server.url;
   }
@@ -119,6 +149,9 @@ export class RunDashboard {
         0,
       ),
       finished: this.#finished,
+      live_maps: this.#finished
+        ? []
+        : this.#pipeline.tasks.filter((_, t) => this.#maps[t] != null).map((task) => task.id),
     };
   }
 

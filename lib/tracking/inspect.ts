@@ -152,7 +152,22 @@ export function numberOrNull(v: unknown): number | null {
 
 /** Inspect one store: see `StoreReport`. Read-only, lock-free, no mmap. */
 export function inspectStore(dir: string): StoreReport {
-  return inspect(dir, null).report;
+  return inspect(dir, null, null).report;
+}
+
+/**
+ * What `status` counts of a store, known without reading it: kept by the run that holds the
+ * store (`run --serve`'s live map, lib/view/live_map.ts), equal to what a pass would count.
+ */
+export interface KnownCounts {
+  /** Blocks with a tracking cell. */
+  readonly blocks: number;
+  readonly done: number;
+  readonly failed: number;
+  /** The sum of the failures counts. */
+  readonly attempts: number;
+  /** Null when the store has no resource tracking. */
+  readonly resources: ResourceReport | null;
 }
 
 /** Counts of one pass over the blocks: done, failed, and failed attempts. */
@@ -185,16 +200,24 @@ function countRun(
   counts.attempts += attempts;
 }
 
-function inspect(dir: string, makeMap: MapMaker | null): StoreInspection {
+function inspect(
+  dir: string,
+  makeMap: MapMaker | null,
+  known: ((dir: string) => KnownCounts | null) | null,
+): StoreInspection {
   checkHostByteOrder(dir);
   const meta = readStoreMetadata(dir);
   const layout = meta.layout;
   const map = makeMap?.(layout.gridShape) ?? null;
-  const counts: Counts = { done: 0, failed: 0, attempts: 0 };
-  const blocks = streamBlockRuns(meta, (position, length, done, failures, offset) => {
-    countRun(done, failures, offset, length, counts);
-    map?.addRun(position, length, done, failures, offset);
-  });
+  const held = map === null ? known?.(meta.path) ?? null : null;
+  const counts: Counts = held === null
+    ? { done: 0, failed: 0, attempts: 0 }
+    : { done: held.done, failed: held.failed, attempts: held.attempts };
+  const blocks = held?.blocks ??
+    streamBlockRuns(meta, (position, length, done, failures, offset) => {
+      countRun(done, failures, offset, length, counts);
+      map?.addRun(position, length, done, failures, offset);
+    });
   const nDone = counts.done;
   const nFailed = counts.failed;
   const attempts = counts.attempts;
@@ -237,7 +260,7 @@ function inspect(dir: string, makeMap: MapMaker | null): StoreInspection {
     lock_unreadable: holder === null ? unreadableStoreLock(meta.path) : null,
     missing_chunks: [...meta.missingChunks],
     resource_tracking: meta.resourceTracking,
-    resources: meta.resourceTracking ? resourceReport(meta, blocks) : null,
+    resources: meta.resourceTracking ? held?.resources ?? resourceReport(meta, blocks) : null,
     outputs: outputReport(meta, last?.["temporary"] === true),
     io: "fs",
   };
@@ -253,17 +276,19 @@ function skipMaskOf(value: unknown): { source: string; skipped: number } | null 
 
 /**
  * Inspect every store of `paths`, each on its own: a store the validator refuses (StoreError)
- * becomes a failure naming it, so the others are still reported.
+ * becomes a failure naming it, so the others are still reported. `known` gives the counts of
+ * a store (by its absolute path) that need not be read, when no map is made.
  */
 export function inspectStores(
   paths: readonly string[],
   makeMap: MapMaker | null = null,
+  known: ((dir: string) => KnownCounts | null) | null = null,
 ): { inspections: StoreInspection[]; failures: StoreFailureReport[] } {
   const inspections: StoreInspection[] = [];
   const failures: StoreFailureReport[] = [];
   for (const dir of paths) {
     try {
-      inspections.push(inspect(dir, makeMap));
+      inspections.push(inspect(dir, makeMap, known));
     } catch (error) {
       if (!(error instanceof StoreError)) throw error;
       failures.push({ path: dir, error: error.message });

@@ -228,6 +228,11 @@ export class TrackingStore {
     return new TrackingStore(abs, options, prepared.attributes, files, prepared.created);
   }
 
+  /** An array's bytes for a reader in this process (`run --serve`); null once closed. */
+  bytesOf(name: string): Uint8Array | null {
+    return this.#closed ? null : this.#files.get(name)?.view() ?? null;
+  }
+
   isDone(cell: number): boolean {
     return this.done[cell] === 1;
   }

@@ -4,7 +4,7 @@
 
 /** SHA-256 of the client's sources and the ECharts version this was built from. */
 export const CLIENT_BUNDLE_SOURCES_SHA256 =
-  "895fe7d4f3f2e5dd130bca7e6a0548773a2a266c687996daaef94dae6f2b08ee";
+  "c461b282f4e41c948024fe2a4600120c018c63406c7dfa0caf599ad008689f83";
 
 /** The report page's CSS. */
 export const CLIENT_STYLE: string =

@@ -10,50 +10,26 @@
  * (block_stats.ts) in the same pass.
  */
 
-import { Buffer } from "node:buffer";
-import { cOrderStrides } from "../blocks/mod.ts";
 import { trackingArray, type TrackingArraySpec, WORKER_NONE } from "../tracking/arrays.ts";
 import { RunWindows } from "../tracking/block_runs.ts";
 import { streamChunks } from "../tracking/chunk_reads.ts";
 import type { StoreMetadata } from "../tracking/store_metadata.ts";
 import type { BlockStats, ResourceWindow } from "./block_stats.ts";
+import type { BlockMap, MetricLayer, MetricName } from "./report_data.ts";
 import {
-  type BlockMap,
-  CELL_DELETED_TEMPORARY,
-  CELL_DONE,
-  CELL_EMPTY,
-  CELL_FAILED,
-  CELL_NEVER_RUN,
-  CELL_PARTLY_DONE,
-  type MetricLayer,
-  type MetricName,
-} from "./report_data.ts";
+  base64,
+  cellGridOf,
+  countState,
+  countStates,
+  forEachSegment,
+  StateCounts,
+  stateLayerOf,
+} from "./state_cells.ts";
+
+export { cellShapeFor } from "./state_cells.ts";
 
 /** Cells per window when streaming: 64 Ki cells, a few hundred KiB of buffers per array. */
 const WINDOW_CELLS = 1 << 16;
-
-/**
- * Blocks per cell along each axis so that the cell grid has at most `maxCells` cells: the axis
- * with the most cells is coarsened first, so a long thin grid keeps its short axis exact.
- */
-export function cellShapeFor(gridShape: readonly number[], maxCells: number): number[] {
-  const factors = gridShape.map(() => 1);
-  const cells = () => gridShape.reduce((n, g, d) => n * Math.ceil(g / factors[d]!), 1);
-  while (cells() > maxCells) {
-    let widest = 0;
-    for (let d = 1; d < gridShape.length; d++) {
-      if (
-        Math.ceil(gridShape[d]! / factors[d]!) > Math.ceil(gridShape[widest]! / factors[widest]!)
-      ) {
-        widest = d;
-      }
-    }
-    // Jump straight to the next factor that changes the cell count of that axis.
-    const now = Math.ceil(gridShape[widest]! / factors[widest]!);
-    factors[widest] = Math.ceil(gridShape[widest]! / (now - 1));
-  }
-  return factors;
-}
 
 const RESOURCE_ARRAYS = [
   "wall_seconds",
@@ -113,18 +89,28 @@ export interface MapBuildOptions {
   /** Read the resource arrays too: metric layers, the worker layer and `stats`. */
   readonly full: boolean;
   readonly stats: BlockStats | null;
+  /** Count the states into these (sized for the cell grid) instead of fresh counts. */
+  readonly counts?: StateCounts;
+  /** Where the windows come from (default: the chunk files, `streamChunks`). */
+  readonly windows?: WindowSource;
 }
+
+/**
+ * Windows of a store's arrays in step, as `streamChunks` gives them: `visit(firstCell, cells,
+ * views)` with one byte view per spec, aligned for typed views of its element type.
+ */
+export type WindowSource = (
+  specs: readonly TrackingArraySpec[],
+  windowCells: number,
+  visit: (firstCell: number, cells: number, views: readonly Uint8Array[]) => void,
+) => void;
 
 /** The block map of a store; throws StoreError as the chunk reads do. */
 export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): BlockMap {
   const layout = meta.layout;
-  const grid = layout.gridShape;
-  const cellShape = cellShapeFor(grid, options.maxCells);
-  const shape = grid.map((g, d) => Math.max(1, Math.ceil(g / cellShape[d]!)));
-  const cellStrides = cOrderStrides(shape);
-  const cellCount = shape.reduce((a, b) => a * b, 1);
-  const counts = new StateCounts(cellCount);
-  const { blocks, done, failed, deleted, failureSum } = counts;
+  const cellGrid = cellGridOf(layout.gridShape, options.maxCells);
+  const { cellShape, shape, count: cellCount } = cellGrid;
+  const counts = options.counts ?? new StateCounts(cellCount);
   const withResources = options.full && meta.resourceTracking;
   const resources = withResources ? new ResourceCells(cellCount) : null;
 
@@ -135,13 +121,14 @@ export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): Bl
   const finished = withResources && meta.arrays.some((s) => s.name === "finished_at");
   if (finished) specs.push(trackingArray("finished_at"));
   const dims = layout.dims;
-  const last = dims - 1;
-  const lastFactor = dims === 0 ? 1 : cellShape[last]!;
+  const lastFactor = dims === 0 ? 1 : cellShape[dims - 1]!;
   const coords = new Array<number>(Math.max(dims, 1)).fill(0);
   const runs = new RunWindows(layout);
   const stats = withResources ? options.stats : null;
 
-  streamChunks(meta, specs, WINDOW_CELLS, null, (first, cells, views) => {
+  const windows = options.windows ??
+    ((specs, windowCells, visit) => streamChunks(meta, specs, windowCells, null, visit));
+  windows(specs, WINDOW_CELLS, (first, cells, views) => {
     const doneView = views[0]!;
     const failures = new Uint32Array(views[1]!.buffer, views[1]!.byteOffset, cells);
     const outputs = meta.provenance ? views[2]! : null;
@@ -149,27 +136,16 @@ export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): Bl
       ? resourceWindow(views.slice(meta.provenance ? 3 : 2), cells, finished)
       : null;
     runs.visit(first, cells, (runPosition, runOffset, runLength) => {
-      // A run may span rows (when the block and tracking grids coincide it is the whole
-      // window): cut it into segments along the last axis, each in one row of cells.
-      let visited = 0;
-      while (visited < runLength) {
-        const position = runPosition + visited;
-        const offset = runOffset + visited;
-        let base = 0;
-        let x0 = 0;
-        let length = runLength - visited;
-        if (dims > 0) {
-          layout.coordsOf(position, coords);
-          for (let d = 0; d < last; d++) {
-            base += ((coords[d]! / cellShape[d]!) | 0) * cellStrides[d]!;
-          }
-          x0 = coords[last]!;
-          length = Math.min(length, grid[last]! - x0);
-        }
-        visited += length;
+      forEachSegment(layout, cellGrid, coords, runPosition, runOffset, runLength, (
+        position,
+        offset,
+        length,
+        base,
+        x0,
+      ) => {
         if (window === null) {
           countStates(counts, doneView, failures, outputs, offset, length, base, x0, lastFactor);
-          continue;
+          return;
         }
         for (let i = 0; i < length; i++) {
           const k = offset + i;
@@ -180,108 +156,27 @@ export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): Bl
             stats?.visit(position + i, window, k, failures[k]!, doneView[k] === 1);
           }
         }
-      }
+      });
     });
   });
 
-  const codes = new Uint8Array(cellCount);
-  const single = cellShape.every((f) => f === 1);
-  const fraction = single ? null : new Uint8Array(cellCount);
-  for (let c = 0; c < cellCount; c++) {
-    const n = blocks[c]!;
-    if (fraction !== null) fraction[c] = n === 0 ? 0 : Math.round((255 * done[c]!) / n);
-    codes[c] = n === 0
-      ? CELL_EMPTY
-      : failed[c]! > 0
-      ? CELL_FAILED
-      : done[c] === n
-      ? (deleted[c] === n ? CELL_DELETED_TEMPORARY : CELL_DONE)
-      : done[c] === 0
-      ? CELL_NEVER_RUN
-      : CELL_PARTLY_DONE;
-  }
   const metrics: MetricLayer[] = [];
   if (options.full) {
     if (resources !== null) metrics.push(...resourceLayers(resources));
-    metrics.push(quantise("failures", "count", "sum", failureSum, blocks, false));
+    metrics.push(
+      quantise("failures", "count", "sum", counts.failureSum, counts.blocks, false),
+    );
   }
   return {
     cell_shape: cellShape,
     shape,
-    state: {
-      codes: base64(codes),
-      done_fraction: fraction === null ? null : base64(fraction),
-    },
+    state: stateLayerOf(counts, cellGrid),
     metrics,
     workers: resources === null ? null : {
       values: base64(new Uint8Array(resources.worker.buffer)),
       workers: [...resources.workers].sort((a, b) => a - b),
     },
   };
-}
-
-/** Per-cell block counts by state, and the sum of their failed attempts. */
-class StateCounts {
-  readonly blocks: Uint32Array;
-  readonly done: Uint32Array;
-  readonly failed: Uint32Array;
-  readonly deleted: Uint32Array;
-  readonly failureSum: Float64Array;
-
-  constructor(cells: number) {
-    this.blocks = new Uint32Array(cells);
-    this.done = new Uint32Array(cells);
-    this.failed = new Uint32Array(cells);
-    this.deleted = new Uint32Array(cells);
-    this.failureSum = new Float64Array(cells);
-  }
-}
-
-function countState(
-  s: StateCounts,
-  done: Uint8Array,
-  failures: Uint32Array,
-  outputs: Uint8Array | null,
-  k: number,
-  c: number,
-): void {
-  s.blocks[c]!++;
-  const f = failures[k]!;
-  if (f !== 0) s.failureSum[c]! += f;
-  if (done[k] === 1) {
-    s.done[c]!++;
-    if (outputs !== null && outputs[k] === 2) s.deleted[c]!++;
-  } else if (f !== 0) {
-    s.failed[c]!++;
-  }
-}
-
-/**
- * The hot loop of a frame: a run of blocks along the last axis into their cells. A top-level
- * function with every array an argument (no closure), integer cell arithmetic throughout: an
- * engine keeps it optimised for 10^8 blocks (a closure with `Math.floor` was deoptimised to
- * 7 times slower after its first call).
- */
-function countStates(
-  s: StateCounts,
-  done: Uint8Array,
-  failures: Uint32Array,
-  outputs: Uint8Array | null,
-  offset: number,
-  length: number,
-  base: number,
-  x0: number,
-  factor: number,
-): void {
-  if (factor === 1) {
-    for (let i = 0; i < length; i++) {
-      countState(s, done, failures, outputs, offset + i, base + x0 + i);
-    }
-    return;
-  }
-  for (let i = 0; i < length; i++) {
-    countState(s, done, failures, outputs, offset + i, base + (((x0 + i) / factor) | 0));
-  }
 }
 
 function resourceWindow(
@@ -365,8 +260,4 @@ function quantise(
     hi,
     measured_cells: measured,
   };
-}
-
-function base64(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }

@@ -3,15 +3,19 @@
  * stores of a tracking dir or one store, read as `status` reads them: no lock, no mmap, plain
  * fs reads window by window, so it runs beside a live run and its memory does not grow with
  * the store (the block map is at most `MAX_MAP_CELLS` cells).
+ *
+ * A frame of a store the calling process holds (`run --serve`) is made from its live map
+ * instead (`BuildOptions.held`, live_map.ts): no pass over the store, and the same document.
  */
 
-import { isRecord } from "../errors.ts";
+import { isRecord, StoreError } from "../errors.ts";
 import { readRunRecords } from "../tracking/runs_log.ts";
 import { readStoreMetadata, type StoreMetadata } from "../tracking/store_metadata.ts";
 import { versionLine } from "../version.ts";
 import type { TaskLayout } from "../blocks/mod.ts";
 import { BlockStats } from "./block_stats.ts";
 import { failuresView, MAX_FAILED_GROUPED } from "./failures_view.ts";
+import type { LiveStoreMap } from "./live_map.ts";
 import { buildBlockMap } from "./map_build.ts";
 import {
   type LiveView,
@@ -43,15 +47,27 @@ export interface BuildOptions {
   readonly maxCells?: number;
   /** The clock, for `generated_at` (tests). */
   readonly now?: () => Date;
+  /**
+   * The live map of a store (by absolute path) held by this process, or null: a frame of it is
+   * made from the map (brought up to date first) instead of a pass over the store.
+   */
+  readonly held?: ((storeDir: string) => LiveStoreMap | null) | null;
 }
 
 /** Throws InputError / StoreError as `status` does for a target that is not a store. */
 export function buildReport(target: string, options: BuildOptions = {}): ReportData {
   const parts = options.parts ?? "full";
-  const { inspections, failures } = inspectStores(findStores(target), null);
+  const paths = findStores(target);
+  const live = parts === "frame" ? liveMaps(paths, options) : new Map<string, LiveStoreMap>();
+  const { inspections, failures } = inspectStores(
+    paths,
+    null,
+    (dir) => live.get(dir)?.counts() ?? null,
+  );
   // Read once: a full document groups up to 100,000 failed blocks, status lists the first 1,000.
   const failed = inspections.map((i) =>
-    failedBlocks(i.report.path, parts === "full" ? MAX_FAILED_GROUPED : JSON_FAILED_LIMIT)
+    live.get(i.report.path)?.failedList(JSON_FAILED_LIMIT) ??
+      failedBlocks(i.report.path, parts === "full" ? MAX_FAILED_GROUPED : JSON_FAILED_LIMIT)
   );
   const status = statusJsonOf(inspections, failures, JSON_FAILED_LIMIT, failed);
   const tasks = status.stores.map((store, k) =>
@@ -61,6 +77,7 @@ export function buildReport(target: string, options: BuildOptions = {}): ReportD
       parts,
       options.maxCells ?? MAX_MAP_CELLS,
       failed[k]!,
+      live.get(store.path) ?? null,
     )
   );
   return {
@@ -76,6 +93,28 @@ export function buildReport(target: string, options: BuildOptions = {}): ReportD
   };
 }
 
+/**
+ * The live maps `options.held` gives for `paths`, brought up to the ledger. A store whose map
+ * cannot be (closed, or a StoreError in its first pass) is read as any other store, which then
+ * reports what is wrong with it.
+ */
+function liveMaps(paths: readonly string[], options: BuildOptions): Map<string, LiveStoreMap> {
+  const live = new Map<string, LiveStoreMap>();
+  const held = options.held;
+  if (!held) return live;
+  const cells = options.maxCells ?? MAX_MAP_CELLS;
+  for (const dir of paths) {
+    const map = held(dir);
+    if (map === null || map.maxCells !== cells) continue;
+    try {
+      if (map.refresh()) live.set(map.path, map);
+    } catch (error) {
+      if (!(error instanceof StoreError)) throw error;
+    }
+  }
+  return live;
+}
+
 function epochSeconds(iso: string | null | undefined): number {
   return iso === null || iso === undefined ? Number.NaN : Date.parse(iso) / 1000;
 }
@@ -86,6 +125,7 @@ function taskView(
   parts: "full" | "frame",
   maxCells: number,
   failed: FailedList,
+  live: LiveStoreMap | null,
 ): TaskView {
   const layout = meta.layout;
   const full = parts === "full";
@@ -93,7 +133,7 @@ function taskView(
   const t0 = epochSeconds(store.resources?.first_sent_at) - 0.001;
   const t1 = epochSeconds(store.resources?.last_returned_at) + 0.001;
   const stats = full && meta.resourceTracking ? new BlockStats(layout.blockCount, t0, t1) : null;
-  const map = buildBlockMap(meta, { maxCells, full, stats });
+  const map = live?.blockMap() ?? buildBlockMap(meta, { maxCells, full, stats });
   const failures = failuresView(layout, failed);
   return {
     task: store.task,

@@ -294,6 +294,12 @@ export interface LiveView {
   readonly connected_workers: number;
   /** The run is over (the page stops polling). */
   readonly finished: boolean;
+  /**
+   * Tasks whose map, counts and failed blocks this document took from the live map the run
+   * keeps (lib/view/live_map.ts) rather than from a pass over their stores: every task with a
+   * store but a temporary one, until the run has finished.
+   */
+  readonly live_maps: readonly string[];
 }
 
 export interface LiveTask {

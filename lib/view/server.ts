@@ -70,6 +70,7 @@ import {
   tokenMatches,
   urlHost,
 } from "./access.ts";
+import type { LiveStoreMap } from "./live_map.ts";
 import { renderLivePage } from "./page.ts";
 import { buildReport } from "./report_build.ts";
 import type { LiveView } from "./report_data.ts";
@@ -93,6 +94,8 @@ export interface ViewServerOptions {
   readonly live?: () => LiveView | null;
   /** Where the server's own troubles go (a build that fails, a socket error), one line each. */
   readonly log?: (line: string) => void;
+  /** The live map of a store this process holds (`run --serve`): frames are made from it. */
+  readonly held?: (storeDir: string) => LiveStoreMap | null;
 }
 
 export interface ViewServer {
@@ -176,8 +179,9 @@ class ViewHandler {
     this.#page = renderLivePage(`blockwise serve: ${path.basename(target)}`);
     const live = options.live ?? (() => null);
     const served = { base_path: this.basePath };
+    const held = options.held ?? null;
     const report = (parts: "full" | "frame") => () =>
-      JSON.stringify(buildReport(target, { parts, live: live(), served }));
+      JSON.stringify(buildReport(target, { parts, live: live(), served, held }));
     this.#report = new Snapshot(report("full"), REPORT_REFRESH);
     this.#frame = new Snapshot(report("frame"), FRAME_REFRESH);
     this.#status = new Snapshot(() => JSON.stringify(statusJson(target)), STATUS_REFRESH);
