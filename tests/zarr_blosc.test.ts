@@ -132,6 +132,14 @@ function buildCases(folder: string, bytes: Map<string, Uint8Array>): Case[] {
     ],
     // 1001 elements: bitshuffle copies a block whose element count is not a multiple of 8.
     ["odd-bits", smooth(4, 1001), 4, { cname: "lz4", clevel: 5, shuffle: 2, blocksize: 0 }],
+    // One-byte elements in whole groups of 32: bit-shuffle's 32-bit path, blocks and a leftover.
+    ["bits-u8", smooth(1, 65536), 1, { cname: "lz4", clevel: 5, shuffle: 2, blocksize: 0 }],
+    ["bits-u8-blocks", smooth(1, 40960), 1, {
+      cname: "zstd",
+      clevel: 5,
+      shuffle: 2,
+      blocksize: 16384,
+    }],
     // AUTOSHUFFLE (-1) on bytes is bit-shuffle.
     ["auto1", smooth(1, 5000), 1, { cname: "zstd", clevel: 3, shuffle: -1, blocksize: 0 }],
     ["auto4", smooth(4, 5000), 4, { cname: "zlib", clevel: 3, shuffle: -1, blocksize: 0 }],

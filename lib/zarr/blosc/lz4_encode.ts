@@ -35,18 +35,27 @@ function read32(b: Uint8Array, i: number): number {
 
 /** lz4's LZ4_hash5 for the 32-bit table: bits 52..63 of ((5 bytes at i) << 24) * prime. */
 function hash5(b: Uint8Array, i: number): number {
-  const low = b[i]! | (b[i + 1]! << 8) | (b[i + 2]! << 16) | (b[i + 3]! << 24);
+  return hash5Of(read32(b, i), b[i + 4]!);
+}
+
+/** hash5 of the bytes whose first four are `low` (little-endian) and fifth is `fifth`. */
+function hash5Of(low: number, fifth: number): number {
   // (low * PRIME5_LO) mod 2^40 up to a multiple of 2^40: the low half times the prime, plus
   // the high half's product mod 2^24 (Math.imul's low bits) shifted by 16; exact below 2^46.
   const product = (low & 0xffff) * PRIME5_LO +
     (Math.imul(low >>> 16, PRIME5_LO) & 0xffffff) * 65536;
-  const carry = (Math.imul(low, PRIME5_HI) + Math.imul(b[i + 4]!, PRIME5_LO)) & 0xff;
+  const carry = (Math.imul(low, PRIME5_HI) + Math.imul(fifth, PRIME5_LO)) & 0xff;
   return (product * TWO_TO_MINUS_28 + carry * 16) & 0xfff;
 }
 
 /** lz4's LZ4_hash4 for the 16-bit table (13 bits). */
 function hash4(b: Uint8Array, i: number): number {
   return Math.imul(read32(b, i), PRIME32) >>> 19;
+}
+
+/** The hash of position `i` whose first four bytes are `seq`, for the table in use. */
+function hashSeq(small: boolean, seq: number, b: Uint8Array, i: number): number {
+  return small ? Math.imul(seq, PRIME32) >>> 19 : hash5Of(seq, b[i + 4]!);
 }
 
 /** Bytes equal from `a` and `b` onward, `a` stopping before `limit` (lz4's LZ4_count). */
@@ -106,7 +115,8 @@ function compress(
     if (small) t16[hash4(src, ip)] = 0;
     else t32[hash5(src, ip)] = 0;
     ip++;
-    let forwardH = small ? hash4(src, ip) : hash5(src, ip);
+    let forwardSeq = read32(src, ip);
+    let forwardH = hashSeq(small, forwardSeq, src, ip);
     main: for (;;) {
       let match = 0;
       // Find a match, stepping faster the longer none is found.
@@ -116,6 +126,7 @@ function compress(
       let found = false;
       while (!found) {
         const h = forwardH;
+        const seq = forwardSeq;
         const current = forwardIp - base;
         const matchIndex = small ? t16[h]! : t32[h]!;
         ip = forwardIp;
@@ -123,11 +134,12 @@ function compress(
         step = searchMatchNb++ >>> SKIP_TRIGGER;
         if (forwardIp > mflimitPlusOne) break main;
         match = base + matchIndex;
-        forwardH = small ? hash4(src, forwardIp) : hash5(src, forwardIp);
+        forwardSeq = read32(src, forwardIp);
+        forwardH = hashSeq(small, forwardSeq, src, forwardIp);
         if (small) t16[h] = current;
         else t32[h] = current;
         found = (small || matchIndex + MAX_DISTANCE >= current) &&
-          read32(src, match) === read32(src, ip);
+          src[match] === (seq & 0xff) && read32(src, match) === seq;
       }
       // Catch up backwards.
       while (ip > anchor && match > base && src[ip - 1] === src[match - 1]) {
@@ -191,7 +203,8 @@ function compress(
         }
       }
       ip++;
-      forwardH = small ? hash4(src, ip) : hash5(src, ip);
+      forwardSeq = read32(src, ip);
+      forwardH = hashSeq(small, forwardSeq, src, ip);
     }
   }
   // Last literals.
