@@ -78,7 +78,10 @@ if [ ${#chosen[@]} -eq 0 ]; then
   outfile=blockwise
 fi
 
-bash scripts/install.sh # npm ci when node_modules is missing or stale
+if [ ! -x node_modules/.bin/bun ]; then
+  echo "compile.sh: installing dependencies (npm ci)" >&2
+  npm ci --no-audit --no-fund >&2
+fi
 compiler_version=$(node -p 'require("./node_modules/bun/package.json").version')
 cache=.cache/bun-runtimes
 
