@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the npm dependencies (Bun, Deno and the libraries, from package-lock.json) when they are
-# missing or older than package.json / package-lock.json; otherwise do nothing. `npm start`,
-# `npm test` and ./compile.sh call it, so a fresh clone needs no separate install step.
+# missing or older than package.json / package-lock.json; otherwise do nothing. `npm start` and
+# `npm test` call it, so a fresh clone needs no separate install step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
