@@ -265,3 +265,47 @@ function describeError(e: unknown): string {
   for (let at: unknown = e; at instanceof Error; at = at.cause) parts.push(at.message);
   return parts.join(": ");
 }
+
+describe("a Zarr v3 array with Blosc, as zarr-python writes its metadata", () => {
+  it(
+    'shuffle "shuffle" compresses as numcodecs does (numcodecs.js stored such chunks raw)',
+    pythonSkip,
+    async () => {
+      assert.ok(
+        python !== null,
+        "BLOCKWISE_REQUIRE_PYTHON_CODECS=1 but no python3 imports numcodecs",
+      );
+      registerZarrCodecs();
+      const folder = path.join(newDir("v3-blosc"), "out.zarr");
+      const array = await zarr.create(new FileSystemStore(folder), {
+        shape: [32, 32, 32],
+        chunkShape: [32, 32, 32],
+        dtype: "float32",
+        fillValue: 0,
+        codecs: [{ name: "bytes", configuration: { endian: "little" } }, {
+          name: "blosc",
+          configuration: { cname: "lz4", clevel: 5, shuffle: "shuffle", typesize: 4, blocksize: 0 },
+        }],
+      });
+      const raw = smoothChunk(false);
+      const data = new Float32Array(raw.buffer, raw.byteOffset, raw.length / 4);
+      await zarr.set(array, null, { data, shape: [32, 32, 32], stride: [1024, 32, 1] });
+      const stored = fs.readFileSync(path.join(folder, "c", "0", "0", "0"));
+      const rawFile = path.join(newDir("v3-blosc-input"), "raw");
+      fs.writeFileSync(rawFile, raw);
+      const theirs = spawnSync(python, [
+        "-c",
+        "import sys, numpy, numcodecs; a = numpy.fromfile(sys.argv[1], '<f4'); " +
+        "print(len(numcodecs.Blosc('lz4', 5, numcodecs.Blosc.SHUFFLE).encode(a)))",
+        rawFile,
+      ], { encoding: "utf8" });
+      assert.equal(theirs.status, 0, theirs.stderr);
+      const size = Number(theirs.stdout.trim());
+      assert.ok(size < raw.length * 0.9, `numcodecs compresses this chunk: ${size} bytes`);
+      assert.ok(
+        Math.abs(stored.length - size) <= size * 0.01,
+        `blockwise stored ${stored.length} bytes, numcodecs ${size}, of ${raw.length}`,
+      );
+    },
+  );
+});
