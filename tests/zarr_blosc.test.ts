@@ -14,6 +14,7 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import process from "node:process";
+import { InputError } from "../lib/errors.ts";
 import { BloscCodec, normaliseBloscConfig } from "../lib/zarr/blosc/codec.ts";
 import { REPO_ROOT } from "./fixtures/parallel/harness.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
@@ -303,6 +304,8 @@ describe("blosc configuration", () => {
     refused({ typesize: 0 }, /typesize 0 is not accepted; use an integer of at least 1/);
     refused({ typesize: 2.5 }, /typesize 2.5 is not accepted/);
     refused({ blocksize: -1 }, /blocksize -1 is not accepted/);
+    // Input errors (exit 2), as the other codecs' settings, not crashes.
+    assert.throws(() => BloscCodec.fromConfig({ shuffle: "x" }), InputError);
   });
 
   it("refuses a snappy frame and damaged frames with a reason", () => {
@@ -326,6 +329,29 @@ describe("blosc configuration", () => {
     const first = size[16]! | (size[17]! << 8);
     size.set([0xff, 0xff, 0, 0], first); // the first stream's compressed size
     assert.throws(() => codec.decode(size), /a stream of 65535 bytes at \d+ runs past/);
+  });
+});
+
+describe("blosc decode of damaged frames", () => {
+  it("refuses or decodes every one-byte change, never hanging or writing past out", () => {
+    const data = smooth(4, 6000);
+    const random = noise(11);
+    for (const cname of CNAMES) {
+      const codec = BloscCodec.fromConfig({ cname, clevel: 5, shuffle: "shuffle", typesize: 4 });
+      const frame = codec.encode(data);
+      for (let n = 0; n < 150; n++) {
+        const damaged = frame.slice();
+        const at = 16 + Math.floor(random() * (frame.length - 16));
+        damaged[at] = Math.floor(random() * 256);
+        const out = new Uint8Array(data.length + 64).fill(0xa5);
+        try {
+          codec.decode(damaged, out);
+        } catch (error) {
+          assert.match((error as Error).message, /^blosc: /, `${cname}, byte ${at}`);
+        }
+        assert.ok(out.subarray(data.length).every((v) => v === 0xa5), `${cname} wrote past out`);
+      }
+    }
   });
 });
 

@@ -8,6 +8,7 @@
  * silently again.)
  */
 
+import { InputError } from "../../errors.ts";
 import { type Cname, CNAMES, MAX_TYPESIZE } from "./format.ts";
 
 /** The compressors this codec reads and writes: all of c-blosc's but snappy. */
@@ -60,8 +61,11 @@ function quote(value: unknown): string {
   }
 }
 
+/** A configuration value refused: an InputError (exit 2), as the other codecs' settings. */
 function refuse(field: string, value: unknown, accepted: string): never {
-  throw new Error(`blosc: configuration ${field} ${quote(value)} is not accepted; use ${accepted}`);
+  throw new InputError(
+    `blosc: configuration ${field} ${quote(value)} is not accepted; use ${accepted}`,
+  );
 }
 
 function isInteger(value: unknown): value is number {
@@ -132,11 +136,11 @@ function normaliseShuffle(value: unknown, typesize: number): Shuffle {
  */
 export function normaliseBloscConfig(config: unknown, context: BloscContext = {}): BloscConfig {
   if (config !== undefined && config !== null && typeof config !== "object") {
-    refuse("", config, "an object with cname, clevel, shuffle, typesize and blocksize");
+    refuse("object", config, "an object with cname, clevel, shuffle, typesize and blocksize");
   }
   const fields = (config ?? {}) as Record<string, unknown>;
   const cname = fields["cname"] ?? "lz4";
-  if (cname === "snappy") throw new Error(SNAPPY_REFUSED);
+  if (cname === "snappy") throw new InputError(SNAPPY_REFUSED);
   if (typeof cname !== "string" || !SUPPORTED_CNAMES.includes(cname as Cname)) {
     refuse("cname", cname, SUPPORTED_CNAMES.map(quote).join(", "));
   }
