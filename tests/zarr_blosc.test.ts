@@ -141,6 +141,10 @@ function buildCases(folder: string, bytes: Map<string, Uint8Array>): Case[] {
       shuffle: 2,
       blocksize: 16384,
     }],
+    // Typesizes past 16 (blocks not split), and past 255 (treated as 1 byte, as c-blosc does).
+    ["t17", smooth(1, 17 * 1200), 17, { cname: "lz4", clevel: 5, shuffle: 1, blocksize: 0 }],
+    ["t40", smooth(1, 40 * 1000), 40, { cname: "blosclz", clevel: 5, shuffle: 2, blocksize: 0 }],
+    ["t300", smooth(1, 300 * 100), 300, { cname: "lz4", clevel: 5, shuffle: 1, blocksize: 0 }],
     // AUTOSHUFFLE (-1) on bytes is bit-shuffle.
     ["auto1", smooth(1, 5000), 1, { cname: "zstd", clevel: 3, shuffle: -1, blocksize: 0 }],
     ["auto4", smooth(4, 5000), 4, { cname: "zlib", clevel: 3, shuffle: -1, blocksize: 0 }],
