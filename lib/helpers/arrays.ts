@@ -1,9 +1,9 @@
 /**
  * The array helpers of the `blockwise` module: what every pipeline that reads its block from
  * a Zarr array and writes its result to another would otherwise rewrite. Reading and writing
- * are zarrita's (`zarr.get`, `zarr.set`); these only turn a block's ROIs into zarrita
- * selections, pad the read context at the volume's edge and pick the write ROI out of a
- * result computed over the read ROI.
+ * are zarrita's (`zarr.get`, `zarr.set`, and for a block that is one chunk its codecs directly:
+ * whole_chunks.ts); these turn a block's ROIs into zarrita selections, pad the read context at
+ * the volume's edge and pick the write ROI out of a result computed over the read ROI.
  *
  * Placement: `offset` is the array index of coordinate 0 on each axis (default 0), as in a
  * declared `zarr` output or input, so coordinate c is array index c + offset.
@@ -11,7 +11,9 @@
 
 import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
+import { registerNativeCodecs } from "../runtime/blosc_native.ts";
 import { registerZarrCodecs } from "../zarr/codecs.ts";
+import { wholeChunkAt, writeWholeChunk } from "./whole_chunks.ts";
 
 /** A box in the pipeline's coordinates: [offset, offset + shape) on each axis. */
 export interface RoiLike {
@@ -70,6 +72,7 @@ export async function openArray(path: string): Promise<ZarrArray> {
     );
   }
   registerZarrCodecs();
+  await registerNativeCodecs();
   let array: ZarrArray;
   try {
     array = await zarr.open(new FileSystemStore(path), { kind: "array" });
@@ -105,6 +108,9 @@ export async function readRoi(
   const offset = placementOf(rank, options, "readRoi");
   const box = clip(array, roi, offset);
   if (box.whole) {
+    // A block that is one chunk gets the decoded chunk itself, not a copy of it.
+    const coords = wholeChunkAt(array, box.start, box.stop);
+    if (coords !== null) return numeric(array, await array.getChunk(coords), "readRoi");
     return numeric(array, await zarr.get(array, roiSelection(roi, options)), "readRoi");
   }
   const size = roi.shape.reduce((a, b) => a * b, 1);
@@ -166,6 +172,8 @@ export async function writeBlock(
     shape: box.stop.map((stop, axis) => stop - box.start[axis]!),
     stride: [...chunk.stride],
   };
+  const coords = wholeChunkAt(array, box.start, box.stop);
+  if (coords !== null && await writeWholeChunk(array, coords, view)) return;
   const selection = box.start.map((s, axis) => zarr.slice(s, box.stop[axis]!));
   await zarr.set(array, selection, view as unknown as zarr.Chunk<zarr.DataType>);
 }
