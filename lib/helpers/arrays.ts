@@ -11,7 +11,6 @@
 
 import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
-import { registerNativeCodecs } from "../runtime/blosc_native.ts";
 import { registerZarrCodecs } from "../zarr/codecs.ts";
 import { wholeChunkAt, writeWholeChunk } from "./whole_chunks.ts";
 
@@ -72,7 +71,6 @@ export async function openArray(path: string): Promise<ZarrArray> {
     );
   }
   registerZarrCodecs();
-  await registerNativeCodecs();
   let array: ZarrArray;
   try {
     array = await zarr.open(new FileSystemStore(path), { kind: "array" });
