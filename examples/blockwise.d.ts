@@ -119,6 +119,8 @@ export type Launch =
     memPerWorker?: string;
     /** Generic resources per worker job, e.g. "gpu:1". */
     gres?: string;
+    /** How each worker asks for the task's requires.gpu: "gres" (--gres=gpu:N, default) or "gpus-per-task". */
+    gpus?: "gres" | "gpus-per-task";
     /** More sbatch/srun arguments, one per element. */
     extraArgs?: readonly string[];
     /** "auto" (default): srun steps inside an allocation, sbatch jobs outside one. */

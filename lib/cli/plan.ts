@@ -13,6 +13,8 @@ import {
   workerEnvironment,
 } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
+import { describeDevices, deviceSeats } from "../execute/device_seats.ts";
+import type { GpuOption } from "../schedule/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { checkPythonSyntax } from "../pipeline/python_syntax.ts";
 import { describeModuleChoices, moduleChoices } from "../pipeline/provided_modules.ts";
@@ -40,6 +42,8 @@ export interface PlanOptions {
   readonly force?: readonly string[];
   /** `--tasks A,B`, repeatable, as `run` takes it. */
   readonly tasks?: readonly string[];
+  /** `--resources gpu=...`, as `run` takes it: which worker gets which GPU. */
+  readonly gpu?: GpuOption | null;
 }
 
 export interface TaskPlan {
@@ -125,6 +129,12 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
   checkPythonSyntax(pipeline);
   const leftOut = selection.leftOut.length === 0 ? {} : { tasks_left_out: selection.leftOut };
   const graph = buildPipelineGraph(pipeline);
+  const devices = deviceSeats(
+    pipeline,
+    pipeline.tasks.map((t) => t.launch),
+    options.gpu ?? null,
+    process.env,
+  );
   const masks = await loadRunMasks(
     pipeline,
     graph.layouts,
@@ -158,6 +168,8 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
     const selected = describeSelection(selection, "Planning");
     if (selected !== null) await out.line(selected);
     for (const line of planSummary(pipeline, graph, masks)) await out.line(line);
+    const gpus = describeDevices(pipeline, devices);
+    if (gpus.length > 0) { for (const line of ["", ...gpus]) await out.line(line); }
     if (explained !== null) {
       for (const line of explainSummary(explained, graph.dag.order)) await out.line(line);
     }

@@ -13,7 +13,10 @@ import {
 import { OutputClosed } from "./output.ts";
 import { planCommand, type PlanOptions } from "./plan.ts";
 import { runCommand, type RunCommandOptions } from "./run.ts";
-import { parseResources } from "../schedule/mod.ts";
+import {
+  parseResourcesOption as parseResourceList,
+  type ResourcesOption,
+} from "../schedule/mod.ts";
 import { InputError } from "../errors.ts";
 import type { ReportOptions } from "./report.ts";
 import { DEFAULT_REPORT_FILE } from "../view/report_data.ts";
@@ -73,8 +76,14 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "plan only these tasks (comma-separated; repeatable) and the tasks upstream of them, not the others",
       (value: string, previous: string[] = []) => [...previous, value],
     )
-    .action(async (pipeline: string, opts: PlanOptions) => {
-      await planCommand(pipeline, opts);
+    .option(
+      "--resources <list>",
+      "as run --resources: with gpu=0,1 (ids) or gpu=COUNT, say which worker gets which GPU",
+      parseResourcesOption,
+    )
+    .action(async (pipeline: string, opts: WithResources<PlanOptions>) => {
+      const { resources, ...rest } = opts;
+      await planCommand(pipeline, { ...rest, gpu: resources?.gpu ?? null });
     });
 
   sub("run")
@@ -162,8 +171,16 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
       "how long a remote worker may stay silent (no heartbeat) before it counts as lost (default 15)",
       parsePositiveNumber,
     )
-    .action(async (pipeline: string, opts: RunCommandOptions) => {
-      setExitCode(await runCommand(pipeline, opts));
+    .action(async (pipeline: string, opts: WithResources<RunCommandOptions>) => {
+      const { resources, ...rest } = opts;
+      setExitCode(
+        await runCommand(
+          pipeline,
+          resources === undefined
+            ? rest
+            : { ...rest, resources: resources.counts, gpu: resources.gpu },
+        ),
+      );
     });
 
   sub("worker")
@@ -373,9 +390,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-function parseResourcesOption(value: string): Record<string, number> {
+/** A command's options with `--resources` as parsed (counts and GPUs). */
+type WithResources<T> = Omit<T, "resources" | "gpu"> & { resources?: ResourcesOption };
+
+function parseResourcesOption(value: string): ResourcesOption {
   try {
-    return parseResources(value);
+    return parseResourceList(value);
   } catch (error) {
     if (error instanceof InputError) throw new InvalidArgumentError(error.message);
     throw error;

@@ -28,7 +28,8 @@ import { createEventLog, type EventLog } from "../report/events.ts";
 import { combineObservers } from "../report/observers.ts";
 import type { RunLocations } from "../report/summary.ts";
 import { formatUtilization } from "../report/utilization.ts";
-import { ResourceBudget, type Resources } from "../schedule/mod.ts";
+import { type GpuOption, ResourceBudget, type Resources } from "../schedule/mod.ts";
+import { describeDevices, type DeviceSeats, deviceSeats } from "../execute/device_seats.ts";
 import { exitCodeForOutcome, exitCodeForSignal } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
 import { combinePrechecks, mmapKindFor, summaryText } from "./run_parts.ts";
@@ -54,6 +55,8 @@ export interface RunCommandOptions {
   /** false with --no-progress. */
   readonly progress?: boolean;
   readonly resources?: Resources;
+  /** `--resources gpu=...`: the GPUs of local workers (ids or a count), or null. */
+  readonly gpu?: GpuOption | null;
   readonly events?: string;
   readonly eventsBlocks?: boolean;
   readonly logDir?: string;
@@ -139,11 +142,14 @@ async function runStages(
   const graph = buildPipelineGraph(pipeline);
   // Refuse a task that could never start a worker before any store is opened or written.
   preflight(pipeline);
+  let devices: DeviceSeats | null = null;
   if (options.serial === true) checkSerialRunnable(pipeline);
   else {
-    checkInterpreters(pipeline, effectiveLaunches(pipeline, options.launcher));
+    const launches = effectiveLaunches(pipeline, options.launcher);
+    checkInterpreters(pipeline, launches);
     const budget = new ResourceBudget(options.resources ?? null);
     for (const task of pipeline.tasks) budget.checkFits(task.id, task.requires);
+    devices = deviceSeats(pipeline, launches, options.gpu ?? null, process.env);
   }
   const masks = await loadRunMasks(
     pipeline,
@@ -199,6 +205,9 @@ async function runStages(
     }
     const launches = effectiveLaunches(pipeline, options.launcher);
     for (const line of prepareWorkers(pipeline, launches)) observer.notice?.(line);
+    if (devices !== null) {
+      for (const line of describeDevices(pipeline, devices, launches)) observer.notice?.(line);
+    }
     const trackingDir = options.trackingDir ?? null;
     const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
     if (huge) {
@@ -271,6 +280,7 @@ async function runStages(
     events,
     color,
     dashboard,
+    devices,
   });
 }
 
@@ -286,6 +296,7 @@ interface Started {
   readonly events: EventLog | null;
   readonly color: boolean;
   readonly dashboard: RunDashboard | null;
+  readonly devices: DeviceSeats | null;
 }
 
 async function runLoop(
@@ -385,6 +396,7 @@ async function runLoop(
         ...(options.grace === undefined ? {} : { graceSeconds: options.grace }),
         ...(remote === null ? {} : { executorFactory: remote.factory(localExecutorFactory) }),
         output: console.output,
+        ...(started.devices === null ? {} : { devices: started.devices }),
         ...(started.dashboard === null ? {} : { onStarted: started.dashboard.attach }),
       });
   } catch (error) {

@@ -42,12 +42,18 @@ export class CommandExecutor implements Executor {
   #timedOut = false;
   #abort: AbortController | null = null;
   #looping = false;
+  /** The command running now, settled or not (its process may outlive `kill` briefly). */
+  #runningCommand: Promise<void> | null = null;
 
   constructor(spec: ExecutorSpec, config: CommandTaskConfig) {
     this.#spec = spec;
     this.#command = config.command;
     this.#cwd = config.cwd;
-    this.#env = { ...process.env, ...workerEnvironment(config, process.env).variables };
+    this.#env = {
+      ...process.env,
+      ...workerEnvironment(config, process.env).variables,
+      ...spec.devices?.env,
+    };
     this.#outputs = new BlockOutputs(spec.outputs, spec.runId);
     this.id = spec.id;
     this.task = spec.task;
@@ -99,6 +105,11 @@ export class CommandExecutor implements Executor {
     this.#state = "dead";
   }
 
+  /** Settles once no command of this slot runs (its GPUs may then go to another worker). */
+  get exited(): Promise<void> {
+    return this.#runningCommand ?? Promise.resolve();
+  }
+
   kill(): void {
     this.#state = "dead";
     this.#abort?.abort();
@@ -136,7 +147,7 @@ export class CommandExecutor implements Executor {
       let commit: BlockCommit | null = null;
       try {
         const outputs = this.#outputs.empty ? {} : this.#outputs.prepare(block);
-        await runCommandBlock(this.#command, block, {
+        const running = runCommandBlock(this.#command, block, {
           outputs,
           onStdout: (text) => events.output(this, "stdout", text),
           onStderr: (text) => events.output(this, "stderr", text),
@@ -144,6 +155,8 @@ export class CommandExecutor implements Executor {
           cwd: this.#cwd,
           env: this.#env,
         });
+        this.#runningCommand = running.then(() => {}, () => {});
+        await running;
         // The command's files are hashed here: the slot's thread is where the data is.
         if (!this.#outputs.empty) commit = this.#outputs.collect(block, position);
       } catch (error) {

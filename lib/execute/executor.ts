@@ -86,6 +86,17 @@ export interface Executor {
    * `maxWorkerRestarts` (nobody launched it; it is simply gone) and its place waits for another.
    */
   readonly joined?: boolean;
+  /**
+   * Settles once its worker process has exited after `stop` or `kill` (absent: nothing outlives
+   * the executor). Its GPUs come back then, not before (`device_seats.ts`).
+   */
+  readonly exited?: Promise<void> | undefined;
+}
+
+/** The GPUs a worker holds (`requires.gpu`) and the variables naming them for its process. */
+export interface WorkerDevices {
+  readonly ids: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
 }
 
 /** Everything a factory needs to make an executor for a task. */
@@ -110,6 +121,8 @@ export interface ExecutorSpec {
    * back connections no task needs. Absent: always.
    */
   readonly demand?: TaskDemand;
+  /** Its GPUs from the run's pool, when its task requires some here (`device_seats.ts`). */
+  readonly devices?: WorkerDevices;
 }
 
 /** Whether a task could use one more worker now (`worker_demand.ts`). */

@@ -22,6 +22,7 @@ import type { BlockCompletion } from "./completion.ts";
 import type { Executor, ExecutorEvents, ExecutorFactory, TaskDemand } from "./executor.ts";
 import { ElasticWorkers } from "./elastic_workers.ts";
 import type { FillQueue } from "./fill_queue.ts";
+import type { DeviceSeats } from "./device_seats.ts";
 import { lostNotice } from "./lost_notice.ts";
 import { settleLostBlocks } from "./lost_blocks.ts";
 import { ParkedExecutors } from "./parked_executors.ts";
@@ -58,6 +59,8 @@ export interface ExecutorPoolOptions {
   /** Each task's resolved outputs (none: empty). */
   readonly outputs: (task: number) => readonly OutputPlan[];
   readonly runId: string;
+  /** GPUs per worker of the tasks that require them here (none: no task does). */
+  readonly devices?: DeviceSeats | undefined;
 }
 
 /** Waiting blocks of a temporary task's reader that drain its upstream when budget is short. */
@@ -106,9 +109,8 @@ export class ExecutorPool {
 
   /**
    * How many more blocks the dispatcher may hand this executor now: none while it drains, and
-   * (when downstream tasks are preferred) a temporary task's executor only what its readers lack
-   * (`temporaryAllowance`): it makes temporary data only as fast as they consume it, so the live
-   * temporary data follows the readers' frontier. Other tasks run freely (their outputs stay).
+   * (downstream tasks preferred) a temporary task's only what its readers lack
+   * (`temporaryAllowance`), so the live temporary data follows the readers' frontier.
    */
   allowance(executor: Executor): number {
     if (this.#draining.has(executor)) return 0;
@@ -151,9 +153,9 @@ export class ExecutorPool {
     const restart = task.stats.workerFailures > task.stats.restarts;
     if (restart && task.stats.restarts >= task.config.maxWorkerRestarts) return false;
     if (restart && this.setupFailures.deterministic(t) !== null) return false; // abandoned next
+    if (this.#o.devices?.canSeat(t) === false) return false; // GPUs back when a process exits
     if (budget.canAdmit(task.config.requires)) return true;
-    // Budget freed from idle executors of other tasks is used now, not on the next event.
-    this.#freeBudgetFor(t);
+    this.#freeBudgetFor(t); // freed budget of other tasks' idle executors is used now
     if (available >= BACKLOG && this.#readsTemporary[t]) this.#drainUpstreamOf(t);
     return budget.canAdmit(task.config.requires);
   }
@@ -216,6 +218,7 @@ export class ExecutorPool {
     }
     const id = this.#nextWorkerId++;
     if (task.stats.workerFailures > task.stats.restarts) task.stats.restarts++;
+    const devices = o.devices?.take(t, id);
     const executor = o.factory({
       id,
       task: t,
@@ -228,6 +231,7 @@ export class ExecutorPool {
       clock: o.clock,
       events: o.events,
       demand: this.#demand[t]!,
+      ...(devices === undefined ? {} : { devices }),
     });
     executor.window = Math.min(executor.window, o.maxWindow);
     o.budget.acquire(task.config.requires);
@@ -255,6 +259,7 @@ export class ExecutorPool {
     }
     this.#o.fills.left(executor);
     executor.kill();
+    this.#o.devices?.vacate(executor);
     if (!this.#unleave(executor)) this.#o.budget.release(task.config.requires);
     const now = this.#o.clock.now();
     task.stats.workerEnded(now);
@@ -285,8 +290,8 @@ export class ExecutorPool {
   /** Retire an idle executor of a task that will never have more work for it. */
   retireIdle(): void {
     const { scheduler, source } = this.#o;
-    // This runs on every pump: with thousands of workers nothing here may walk them all while
-    // blocks are ready (nor copy the set of draining ones when it is empty).
+    // On every pump: with thousands of workers nothing here may walk them all while blocks are
+    // ready (nor copy the set of draining ones when it is empty).
     if (this.#draining.size > 0) {
       for (const executor of [...this.#draining]) {
         if (executor.inFlight.size === 0 && executor.state !== "starting") {
@@ -322,10 +327,8 @@ export class ExecutorPool {
     });
   }
 
-  /**
-   * An executor sits idle while nothing is ready but a sibling holds several unstarted blocks
-   * (its window grew on fast blocks, then blocks turned slow): recall them so they spread.
-   */
+  /** One idles while a sibling holds several unstarted blocks (its window grew on fast blocks,
+   * then blocks turned slow): recall them so they spread. */
   rebalanceHeld(): void {
     this.#o.tasks.forEach((task, t) => {
       if (task.executors.size < 2 || this.#o.source.available(t) > 0) return;
@@ -405,10 +408,9 @@ export class ExecutorPool {
     this.#parked.end(this.#o.clock.now(), "clean", t);
     for (const executor of [...this.#o.tasks[t]!.executors]) {
       const queue = executor.inFlight;
-      // One holding nothing is told to stop, even while it starts: a remote worker then exits
-      // and ends its job by itself, and one connected but still setting up (thousands of them
-      // when a big fleet's run ends) does not log a lost scheduler and exit with a failure.
-      // One never connected has nothing to tell: stop cancels its launch, as kill does.
+      // One holding nothing is told to stop, even while it starts: a remote worker then exits and
+      // ends its job by itself, and one still setting up (thousands when a big fleet's run ends)
+      // does not log a lost scheduler and fail. One never connected: stop cancels its launch.
       const idle = queue.size === 0;
       for (let i = 0; i < queue.size; i++) this.#o.scheduler.requeue(t, queue.positionAt(i));
       queue.clear();
@@ -426,10 +428,8 @@ export class ExecutorPool {
     }
   }
 
-  /**
-   * Take an executor out of the run: "parked" (an idle one whose task will want it back) keeps
-   * it out of the budget when it may be parked, else it exits as "clean".
-   */
+  /** Take an executor out of the run: "parked" (an idle one whose task will want it back) keeps
+   * it out of the budget when it may be parked, else it exits as "clean". */
   #retire(executor: Executor, exit: "clean" | "killed" | "parked"): void {
     const task = this.#o.tasks[executor.task]!;
     this.#draining.delete(executor);
@@ -442,6 +442,7 @@ export class ExecutorPool {
     if (park) this.#parked.park(executor, now);
     else if (exit === "killed") executor.kill();
     else executor.stop();
+    if (!park) this.#o.devices?.vacate(executor);
     if (!this.#unleave(executor)) this.#o.budget.release(task.config.requires);
     task.stats.workerEnded(now);
     if (!park) this.lifetimes.ended(executor, exit === "killed" ? "killed" : "clean", now);

@@ -6,6 +6,7 @@ import type { Resources } from "../schedule/mod.ts";
 import type { Precheck } from "./block_source.ts";
 import type { CompletionSink } from "../run/block_report.ts";
 import type { ExecutorFactory } from "./executor.ts";
+import type { DeviceSeats } from "./device_seats.ts";
 import type { ResumePlan } from "./resume_plan.ts";
 import type { RunClock } from "./run_clock.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
@@ -56,4 +57,6 @@ export interface ParallelRunOptions {
    * now and their workers (`run --serve`); it must only read them.
    */
   readonly onStarted?: (tasks: readonly TaskRuntime[]) => void;
+  /** GPUs per worker of the tasks that require them on this machine (`device_seats.ts`). */
+  readonly devices?: DeviceSeats;
 }

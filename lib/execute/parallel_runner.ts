@@ -156,6 +156,7 @@ export class ParallelRun implements ExecutorEvents {
       maxWindow,
       outputs: (t) => options.outputs?.[t] ?? [],
       runId: options.runId ?? "run",
+      devices: options.devices,
     });
     this.#intake = new ResultIntake(
       this.tasks,

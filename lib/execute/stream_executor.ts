@@ -42,6 +42,8 @@ export interface LaunchHandle {
   startFailure?(): StartFailure | null;
   /** End it now (scancel, kill); idempotent. */
   cancel(): void;
+  /** A local process: settles once it has exited. */
+  readonly exited?: Promise<void>;
 }
 
 /** Without a frame for this long, a stream worker counts as lost. */
@@ -117,6 +119,10 @@ export class StreamExecutor implements Executor {
 
   get batchMs(): number | undefined {
     return this.#o.batchMs;
+  }
+
+  get exited(): Promise<void> | undefined {
+    return this.#o.launch?.exited;
   }
 
   get joined(): boolean {

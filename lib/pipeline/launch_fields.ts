@@ -40,6 +40,7 @@ const SLURM_KEYS = [
   "cpusPerWorker",
   "memPerWorker",
   "gres",
+  "gpus",
   "extraArgs",
   "mode",
   "walltimeMargin",
@@ -194,6 +195,15 @@ export function readLaunch(t: TaskFields): LaunchConfig {
       `option "mode" must be "auto", "sbatch" or "srun"; got ${describeValue(mode)}.`,
     );
   }
+  const gpus = fields["gpus"];
+  if (gpus !== undefined && gpus !== "gres" && gpus !== "gpus-per-task") {
+    t.fail(
+      "launch",
+      `option "gpus" must be "gres" (each worker asks --gres=gpu:N, the default) or "gpus-per-task" (--gpus-per-task=N); got ${
+        describeValue(gpus)
+      }.`,
+    );
+  }
   const slurm: SlurmLaunchConfig = {
     kind,
     partition: text("partition"),
@@ -202,6 +212,7 @@ export function readLaunch(t: TaskFields): LaunchConfig {
     cpusPerWorker: (cpus as number | undefined) ?? null,
     memPerWorker: text("memPerWorker"),
     gres: text("gres"),
+    ...(gpus === undefined ? {} : { gpus }),
     extraArgs: strings("extraArgs"),
     mode,
     walltimeMargin: seconds("walltimeMargin", null),

@@ -82,6 +82,8 @@ export type LaunchDefinition =
     /** As sbatch --mem takes it ("4G"). */
     memPerWorker?: string;
     gres?: string;
+    /** How a task's `requires.gpu` is asked for: `--gres=gpu:N` (default) or `--gpus-per-task=N`. */
+    gpus?: "gres" | "gpus-per-task";
     extraArgs?: readonly string[];
     /** "auto" (default): job steps inside an allocation, jobs outside one. */
     mode?: "auto" | "sbatch" | "srun";
@@ -197,6 +199,10 @@ export interface SlurmLaunchConfig {
   readonly cpusPerWorker: number | null;
   readonly memPerWorker: string | null;
   readonly gres: string | null;
+  /** How each worker asks for its task's `requires.gpu` (absent: "gres"). */
+  readonly gpus?: "gres" | "gpus-per-task";
+  /** GPUs per worker (the task's `requires.gpu`), set where the launcher is made; absent: 0. */
+  readonly gpusPerWorker?: number;
   readonly extraArgs: readonly string[];
   readonly mode: "auto" | "sbatch" | "srun";
   /** Seconds before its job's end a worker stops taking blocks, or null (automatic). */

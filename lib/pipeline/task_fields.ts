@@ -189,6 +189,12 @@ export class TaskFields {
     }
     const result: Record<string, number> = {};
     for (const [name, amount] of Object.entries(value)) {
+      if (name === "gpu" && typeof amount === "number" && amount > 0 && amount < 1) {
+        this.fail(
+          "requires",
+          `gives gpu: ${amount}, a share of one device; blockwise gives each worker whole GPUs of its own (CUDA cannot fence a share off), so write gpu: 1 (or more), or run the models that would share a device in one worker`,
+        );
+      }
       if (!Number.isSafeInteger(amount) || (amount as number) < 0) {
         this.fail(
           "requires",

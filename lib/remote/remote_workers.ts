@@ -24,7 +24,7 @@ import {
 } from "../execute/worker_profile.ts";
 import type { HelloMessage, PythonInit } from "../execute/protocol/messages.ts";
 import type { ByteChannel } from "../execute/byte_channel.ts";
-import type { LaunchConfig, LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
+import type { LaunchConfig, LaunchKind, PipelineConfig, TaskConfig } from "../pipeline/spec.ts";
 import { defaultLaunch } from "../pipeline/launch_fields.ts";
 import { InputError } from "../errors.ts";
 import { selfCommand } from "../runtime/mod.ts";
@@ -45,6 +45,7 @@ import {
   writePythonClient,
 } from "./python_client.ts";
 import { SlurmLauncher } from "./slurm_launcher.ts";
+import { withWorkerGpus } from "./slurm_commands.ts";
 import {
   Joiners,
   joinInstructions,
@@ -188,7 +189,7 @@ export class RemoteWorkers {
     const processes = new LocalProcessLauncher();
     const launchers = launches.map((l, t) => {
       const task = pipeline.tasks[t]!;
-      if (l.kind !== "local" || task.kind !== "python") return makeLauncher(l, options);
+      if (l.kind !== "local" || task.kind !== "python") return makeLauncher(l, options, task);
       if (task.python.embedded === undefined) return processes;
       if (options.embeddedLauncher === undefined) {
         throw new Error(
@@ -338,6 +339,7 @@ export class RemoteWorkers {
     const python = this.#python[spec.task] ?? null;
     const env: Record<string, string> = {
       ...this.#environments[spec.task]!.variables,
+      ...spec.devices?.env, // local workers' GPUs; SLURM sets its workers' own
       [SECRET_ENV]: this.#secret,
       [SLOT_ENV]: slot,
       [CONNECT_ENV]: formatAddress(this.#connect),
@@ -413,12 +415,19 @@ export class RemoteWorkers {
 }
 
 /** The worker program for a task: this blockwise in worker mode, or the Python client. */
-function makeLauncher(launch: LaunchConfig, options: RemoteWorkersOptions): Launcher | null {
+function makeLauncher(
+  launch: LaunchConfig,
+  options: RemoteWorkersOptions,
+  task: TaskConfig,
+): Launcher | null {
   switch (launch.kind) {
     case "local":
       return null;
     case "slurm":
-      return new SlurmLauncher(launch, { logDir: options.logDir, runId: options.runId });
+      return new SlurmLauncher(withWorkerGpus(task.id, launch, task.requires["gpu"] ?? 0), {
+        logDir: options.logDir,
+        runId: options.runId,
+      });
     case "command":
       return new CommandLauncher(launch);
     case "manual":

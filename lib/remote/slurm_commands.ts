@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import process from "node:process";
 import type { SlurmLaunchConfig } from "../pipeline/spec.ts";
-import { shellQuote } from "../errors.ts";
+import { InputError, shellQuote } from "../errors.ts";
 import type { WorkerLaunchSpec } from "./launcher.ts";
 
 /** How a command ended. `status` is null when it could not start or was killed. */
@@ -133,13 +133,53 @@ export function logPathOf(pattern: string, jobId: string): string {
   );
 }
 
-/** The resources every worker asks for, job or step alike. */
+/**
+ * The resources every worker asks for, job or step alike. GPUs (`gpusPerWorker`, the task's
+ * `requires.gpu`): each worker job or array element asks for its own, and SLURM sets the
+ * worker's CUDA_VISIBLE_DEVICES to what it allocated.
+ */
 function resourceArgs(config: SlurmLaunchConfig): string[] {
   const args: string[] = [];
   if (config.cpusPerWorker !== null) args.push(`--cpus-per-task=${config.cpusPerWorker}`);
   if (config.memPerWorker !== null) args.push(`--mem=${config.memPerWorker}`);
-  if (config.gres !== null) args.push(`--gres=${config.gres}`);
+  const gpus = config.gpusPerWorker ?? 0;
+  const gres = [config.gres ?? [], gpus > 0 && config.gpus !== "gpus-per-task" ? `gpu:${gpus}` : []]
+    .flat();
+  if (gres.length > 0) args.push(`--gres=${gres.join(",")}`);
+  if (gpus > 0 && config.gpus === "gpus-per-task") args.push(`--gpus-per-task=${gpus}`);
   return args;
+}
+
+/** The GPU count a `gres` string asks for (`gpu:2`, `gpu:a100:2`, `gpu` = 1), or null: none. */
+export function gresGpus(gres: string): number | null {
+  for (const entry of gres.split(",")) {
+    const parts = entry.split(":");
+    if (parts[0] !== "gpu") continue;
+    const last = parts.length > 1 ? Number(parts[parts.length - 1]) : 1;
+    return Number.isSafeInteger(last) ? last : 1;
+  }
+  return null;
+}
+
+/**
+ * `launch` with its task's `requires.gpu` (`gpu`) as each worker's request. A `gres` that names
+ * GPUs already (a type: `gpu:a100:1`) is kept when its count agrees, refused when it does not.
+ */
+export function withWorkerGpus(
+  taskId: string,
+  launch: SlurmLaunchConfig,
+  gpu: number,
+): SlurmLaunchConfig {
+  const given = launch.gres === null ? null : gresGpus(launch.gres);
+  if (gpu === 0 || given === gpu) return launch;
+  if (given !== null) {
+    throw new InputError(
+      `Task "${taskId}" requires gpu=${gpu} per worker but its launch.gres ${
+        JSON.stringify(launch.gres)
+      } asks for ${given}; make the two agree (e.g. gres: "gpu:a100:${gpu}"), or drop the gpu entry from gres and blockwise asks for --gres=gpu:${gpu}`,
+    );
+  }
+  return { ...launch, gpusPerWorker: gpu };
 }
 
 /** Where a new job goes: partition, account, time limit. */

@@ -9,3 +9,4 @@ export * from "./ready_queue.ts";
 export * from "./scheduler.ts";
 export * from "./resource_budget.ts";
 export * from "./position_set.ts";
+export * from "./device_pool.ts";

@@ -8,6 +8,7 @@
  */
 
 import { InputError } from "../errors.ts";
+import { checkDeviceIds, type GpuOption } from "./device_pool.ts";
 
 export type Resources = Readonly<Record<string, number>>;
 
@@ -65,22 +66,70 @@ export class ResourceBudget {
   }
 }
 
-/** Parse `cpu=8,gpu=1`; throws InputError naming the bad entry. */
+/** Parse `cpu=8,gpu=1` (or `gpu=0,1,3`: device ids, counted); throws InputError naming the bad entry. */
 export function parseResources(text: string): Record<string, number> {
   const result: Record<string, number> = {};
+  for (const [name, values] of resourceEntries(text)) {
+    result[name] = values.length > 1 || !/^\d+$/.test(values[0]!)
+      ? values.length
+      : Number(values[0]);
+  }
+  return result;
+}
+
+/** `--resources` as the command line gives it: the counts, and the GPUs as given. */
+export interface ResourcesOption {
+  readonly counts: Record<string, number>;
+  readonly gpu: GpuOption | null;
+}
+
+export function parseResourcesOption(text: string): ResourcesOption {
+  return { counts: parseResources(text), gpu: parseGpuOption(text) };
+}
+
+/** The `gpu` of `--resources`: a count, device ids (`gpu=0,1,3`), or null when not given. */
+export function parseGpuOption(text: string): GpuOption | null {
+  const values = resourceEntries(text).get("gpu");
+  if (values === undefined) return null;
+  if (values.length === 1 && /^\d+$/.test(values[0]!)) {
+    return { kind: "count", count: Number(values[0]) };
+  }
+  checkDeviceIds(
+    values,
+    `--resources "${text}"`,
+    "give each device once, e.g. --resources gpu=0,1,3",
+  );
+  return { kind: "ids", ids: values };
+}
+
+/**
+ * Each resource of `--resources` and its values: one count, or (gpu only) the device ids that
+ * follow `gpu=` up to the next name=value entry.
+ */
+function resourceEntries(text: string): Map<string, string[]> {
+  const result = new Map<string, string[]>();
+  let gpu: string[] | null = null;
   for (const entry of text.split(",").map((e) => e.trim()).filter((e) => e !== "")) {
-    const match = /^([A-Za-z_][A-Za-z0-9_.-]*)=(\d+)$/.exec(entry);
-    if (match === null) {
+    const match = /^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$/.exec(entry);
+    if (match === null && gpu !== null && /^[A-Za-z0-9][A-Za-z0-9:._-]*$/.test(entry)) {
+      gpu.push(entry);
+      continue;
+    }
+    const [name, value] = match === null ? ["", ""] : [match[1]!, match[2]!];
+    const device = name === "gpu" && /^[A-Za-z0-9][A-Za-z0-9:._-]*$/.test(value);
+    if (match === null || (!/^\d+$/.test(value) && !device)) {
       throw new InputError(
-        `Invalid resource "${entry}" in --resources "${text}"; write name=count pairs separated by commas, e.g. --resources cpu=8,gpu=1`,
+        `Invalid resource "${entry}" in --resources "${text}"; write name=count pairs separated by commas, e.g. --resources cpu=8,gpu=1 (GPUs may also be listed by id: gpu=0,1,3)`,
       );
     }
-    if (Object.hasOwn(result, match[1]!)) {
+    if (result.has(name)) {
       throw new InputError(
-        `Resource "${match[1]}" is given twice in --resources "${text}"; give it once`,
+        `Resource "${name}" is given twice in --resources "${text}"; give it once`,
       );
     }
-    result[match[1]!] = Number(match[2]);
+    const values = [value];
+    result.set(name, values);
+    gpu = name === "gpu" ? values : null;
   }
   return result;
 }
