@@ -27,6 +27,12 @@ import {
   NO_GPU_FIGURES,
   onceEach,
 } from "../lib/execute/gpu_sampler.ts";
+import { GpuTimeline } from "../lib/execute/gpu_timeline.ts";
+import { GpuFigureWriter } from "../lib/tracking/gpu_figures.ts";
+import { TrackingStore } from "../lib/tracking/mod.ts";
+import { TaskLayout } from "../lib/blocks/mod.ts";
+import { makeRoi } from "../lib/geometry/mod.ts";
+import * as fs from "node:fs";
 import { ManualClock } from "./fixtures/manual_clock.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { buildFakeNvml, fakeNvmlUnavailable, scriptedNvml } from "./fixtures/nvml/fake_nvml.ts";
@@ -396,5 +402,129 @@ describe("the devices of CUDA_VISIBLE_DEVICES", () => {
     assert.match(errorOf(devicesFromVisible("3", directory)), /device 3; NVML sees 3/);
     assert.match(errorOf(devicesFromVisible("GPU-aaa", directory)), /matches 2/);
     assert.match(errorOf(devicesFromVisible("MIG-1", directory)), /MIG/);
+  });
+});
+
+describe("a worker's GPU timeline, asked about windows afterwards", () => {
+  function timeline(capacity?: number) {
+    const clock = new ManualClock(0);
+    const reader = new ScriptedReader({ 0: [10, 20, 30, 40, 50] }, {
+      0: [100, 500, 300, 200, 900],
+    });
+    const t = new GpuTimeline(reader, [0], () => 4242, clock, {
+      intervalMs: 100,
+      ...(capacity === undefined ? {} : { capacity }),
+    });
+    t.start(); // t=0: 10
+    clock.advance(300); // 100: 20, 200: 30, 300: 40
+    t.stop(); // 300 again: 50
+    return t;
+  }
+
+  it("weights each sample by the part of its period inside the window", () => {
+    const figures = timeline().figures(50, 250);
+    // 20 over 50..100, 30 over 100..200, 40 (the sample after the end) over 200..250.
+    assert.equal(figures.utilPct, (20 * 50 + 30 * 100 + 40 * 50) / 200);
+    assert.equal(figures.memBytes, 500, "peak of the samples inside the window");
+    assert.equal(figures.samples, 3);
+  });
+
+  it("a window between two samples takes the one after it", () => {
+    assert.deepEqual(timeline().figures(120, 180), {
+      utilPct: 30,
+      memBytes: 300,
+      samples: 1,
+      problem: null,
+    });
+  });
+
+  it("a window starting at the first sample leaves that sample's period out", () => {
+    assert.equal(timeline().figures(0, 100).utilPct, 20);
+  });
+
+  it("a window nothing sampled, or one the ring has dropped, gets the fills", () => {
+    assert.deepEqual(timeline().figures(400, 500), NO_GPU_FIGURES);
+    // A ring of 3 keeps the samples at 200, 300 and 300 (the one stop() took).
+    assert.deepEqual(timeline(3).figures(50, 150), NO_GPU_FIGURES);
+    assert.equal(timeline(3).figures(250, 300).utilPct, 40);
+  });
+
+  it("a worker without a process is not sampled", () => {
+    const clock = new ManualClock(0);
+    const t = new GpuTimeline(new ScriptedReader({ 0: [10] }, { 0: [1] }), [0], () => null, clock);
+    t.start();
+    clock.advance(1000);
+    t.stop();
+    assert.deepEqual(t.figures(0, 1000), NO_GPU_FIGURES);
+  });
+});
+
+describe("GPU figures in the ledger", () => {
+  const layout = new TaskLayout({
+    totalRoi: makeRoi([0], [4]),
+    readRoi: makeRoi([0], [1]),
+    writeRoi: makeRoi([0], [1]),
+    fit: "valid",
+    readWriteConflict: false,
+  });
+
+  async function store(dir: string) {
+    return await TrackingStore.open(dir, { taskId: "gpu", layout, resourceTracking: true });
+  }
+
+  function ledger(dir: string) {
+    const util = fs.readFileSync(path.join(dir, "gpu_util_pct", "c", "0"));
+    const mem = fs.readFileSync(path.join(dir, "gpu_mem_bytes", "c", "0"));
+    return {
+      util: Array.from({ length: 4 }, (_, i) => util.readFloatLE(4 * i)),
+      mem: Array.from({ length: 4 }, (_, i) => mem.readBigUInt64LE(8 * i)),
+    };
+  }
+
+  it(
+    "with the stand-in library, the ledger holds the scripted figures exactly",
+    NEEDS_GCC,
+    async () => {
+      const nvml = await openOk(`
+device GPU-a
+util 0 0:0 33:0 66:0 99:0
+memory 0 100 1
+proc 0 4242 1 6442450945 7 5
+`);
+      const dir = path.join(newDir("ledger"), "gpu");
+      const s = await store(dir);
+      const writer = GpuFigureWriter.of(s)!;
+      const clock = new ManualClock(0);
+      const sampler = new GpuBlockSampler(nvml, [0], 4242, clock, { intervalMs: 100 });
+      sampler.startBlock();
+      clock.advance(300);
+      const figures = sampler.endBlock(); // the end sample at 300 adds no time
+      assert.equal(figures.utilPct, 66);
+      assert.ok(writer.write(2, figures.utilPct, figures.memBytes));
+      s.close();
+      const { util, mem } = ledger(dir);
+      assert.equal(util[2], 66);
+      assert.equal(mem[2], 6442450945n);
+      assert.ok(Number.isNaN(util[0]!) && mem[0] === 0n, "other blocks keep the fills");
+    },
+  );
+
+  it("without the library the arrays keep NaN and 0, and the reason is there to say once", async () => {
+    const opened = await openNvml({ env: { BLOCKWISE_NVML: "/nonexistent/libnvidia-ml.so.1" } });
+    assert.equal(opened.ok, false);
+    const dir = path.join(newDir("ledger-none"), "gpu");
+    const s = await store(dir);
+    GpuFigureWriter.of(s)!.write(1, NO_GPU_FIGURES.utilPct, NO_GPU_FIGURES.memBytes);
+    s.close();
+    const { util, mem } = ledger(dir);
+    assert.ok(util.every(Number.isNaN));
+    assert.deepEqual(mem, [0n, 0n, 0n, 0n]);
+  });
+
+  it("a store without resource tracking has no writer", async () => {
+    const dir = path.join(newDir("ledger-off"), "gpu");
+    const s = await TrackingStore.open(dir, { taskId: "gpu", layout, resourceTracking: false });
+    assert.equal(GpuFigureWriter.of(s), null);
+    s.close();
   });
 });
