@@ -12,12 +12,14 @@ import * as path from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import {
+  inProcessGroup,
   isNvmlError,
   type Nvml,
   nvmlDeviceCounter,
   type NvmlError,
   type NvmlOpen,
   openNvml,
+  processGroupOf,
 } from "../lib/runtime/nvml.ts";
 import { runtimeName } from "../lib/runtime/detect.ts";
 import {
@@ -121,6 +123,16 @@ describe("NVML binding on the stand-in library", () => {
     },
   );
 
+  it(
+    "adds up the processes a matcher accepts (a command's process group, say)",
+    NEEDS_GCC,
+    async () => {
+      const nvml = await openOk(TWO_DEVICES);
+      assert.equal(nvml.processMemory(0, (pid) => pid === 77 || pid === 4242), 6442450945 + 12345);
+      assert.equal(nvml.processMemory(0, () => false), 0);
+    },
+  );
+
   it("grows the process buffer when NVML answers INSUFFICIENT_SIZE", NEEDS_GCC, async () => {
     const nvml = await openOk(`
 device GPU-1
@@ -188,6 +200,19 @@ proc 0 4242 987654321
     const failing = await open(`${TWO_DEVICES}\nfail nvmlDeviceGetCount_v2 0 999\n`);
     assert.equal(nvmlDeviceCounter(failing).deviceCount(), null);
     assert.equal(nvmlDeviceCounter({ ok: false, reason: "none" }).deviceCount(), null);
+  });
+});
+
+describe("process groups", () => {
+  it("processGroupOf reads the group /proc gives, null for a process that is gone", {
+    ...(process.platform === "linux" ? {} : { skip: "Linux only (/proc)" }),
+  }, () => {
+    const ps = spawnSync("ps", ["-o", "pgid=", "-p", String(process.pid)], { encoding: "utf8" });
+    if (ps.status === 0) assert.equal(processGroupOf(process.pid), Number(ps.stdout.trim()));
+    assert.equal(processGroupOf(2 ** 22 + 12345), null);
+    const group = processGroupOf(process.pid)!;
+    assert.equal(inProcessGroup(group)(process.pid), true);
+    assert.equal(inProcessGroup(group + 1)(process.pid), group + 1 === process.pid);
   });
 });
 

@@ -9,13 +9,18 @@
  * (`problem`); a block none of whose samples could be read gets NaN and 0, the arrays' fills.
  */
 
-import { isNvmlError, type NvmlError, type NvmlSample } from "../runtime/nvml.ts";
+import {
+  isNvmlError,
+  type NvmlError,
+  type NvmlSample,
+  type ProcessMatch,
+} from "../runtime/nvml.ts";
 import type { RunClock } from "./run_clock.ts";
 
 /** The part of an open NVML session the sampler reads (tests give a scripted one). */
 export interface GpuReader {
   sample(deviceIndex: number): Pick<NvmlSample, "utilPct"> | NvmlError;
-  processMemory(deviceIndex: number, pid: number): number | NvmlError;
+  processMemory(deviceIndex: number, pid: ProcessMatch): number | NvmlError;
 }
 
 /** What resolving CUDA_VISIBLE_DEVICES needs of NVML. */
@@ -58,7 +63,7 @@ export const NO_GPU_FIGURES: GpuBlockFigures = {
  */
 export class GpuBlockSampler {
   readonly devices: readonly number[];
-  readonly pid: number;
+  readonly pid: ProcessMatch;
   readonly #reader: GpuReader;
   readonly #clock: RunClock;
   readonly #intervalMs: number;
@@ -78,7 +83,7 @@ export class GpuBlockSampler {
   constructor(
     reader: GpuReader,
     devices: readonly number[],
-    pid: number,
+    pid: ProcessMatch,
     clock: RunClock,
     options: GpuSamplerOptions = {},
   ) {

@@ -10,7 +10,7 @@
  * the ring gets the fills (NaN, 0).
  */
 
-import { isNvmlError, type NvmlError } from "../runtime/nvml.ts";
+import { isNvmlError, type NvmlError, type ProcessMatch } from "../runtime/nvml.ts";
 import { GPU_SAMPLE_MS, type GpuBlockFigures, type GpuReader } from "./gpu_sampler.ts";
 import type { RunClock } from "./run_clock.ts";
 
@@ -23,7 +23,7 @@ export interface GpuTimelineOptions {
 export class GpuTimeline {
   readonly devices: readonly number[];
   readonly #reader: GpuReader;
-  readonly #pid: () => number | null;
+  readonly #pid: () => ProcessMatch | null;
   readonly #clock: RunClock;
   readonly #intervalMs: number;
   readonly #onProblem: (text: string) => void;
@@ -36,11 +36,14 @@ export class GpuTimeline {
   #count = 0;
   #stopTimer: (() => void) | null = null;
 
-  /** `pid()` is the worker's process now (null while it has none: nothing is sampled). */
+  /**
+   * `pid()` says whose device memory counts now: the worker's pid, or a matcher such as a command
+   * block's process group (null while it has none: nothing is sampled).
+   */
   constructor(
     reader: GpuReader,
     devices: readonly number[],
-    pid: () => number | null,
+    pid: () => ProcessMatch | null,
     clock: RunClock,
     options: GpuTimelineOptions = {},
   ) {

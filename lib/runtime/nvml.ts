@@ -14,6 +14,7 @@
  * (the _v3 process call takes nvmlProcessInfo_t, which nvml.h defines as nvmlProcessInfo_v2_t).
  */
 
+import * as fs from "node:fs";
 import process from "node:process";
 import { type NvmlSymbols, openNvmlLibrary } from "./nvml_ffi.ts";
 
@@ -52,6 +53,12 @@ export interface NvmlSample {
   readonly memTotalBytes: number;
 }
 
+/**
+ * Whose device memory to count: one pid, or every listed process a predicate accepts (a command
+ * block's process group, say: see `inProcessGroup`).
+ */
+export type ProcessMatch = number | ((pid: number) => boolean);
+
 export interface Nvml {
   /** What was loaded: a soname or a path. */
   readonly library: string;
@@ -61,10 +68,10 @@ export interface Nvml {
   uuid(deviceIndex: number): string | NvmlError;
   sample(deviceIndex: number): NvmlSample | NvmlError;
   /**
-   * Bytes of device memory `pid` holds on the device (0 when it has no context there); a
-   * number (exact below 2^53 bytes, 8 PiB).
+   * Bytes of device memory the matching processes hold on the device (0 when none has a
+   * context there); a number (exact below 2^53 bytes, 8 PiB).
    */
-  processMemory(deviceIndex: number, pid: number): number | NvmlError;
+  processMemory(deviceIndex: number, pid: ProcessMatch): number | NvmlError;
   /** nvmlShutdown and unload; later calls return an NvmlError. Idempotent. */
   close(): void;
 }
@@ -130,6 +137,28 @@ export function nvmlDeviceCounter(opened: NvmlOpen): { deviceCount(): number | n
       return isNvmlError(n) ? null : n;
     },
   };
+}
+
+/**
+ * The process group `pid` belongs to (Linux, /proc/PID/stat), or null when it is gone or this
+ * is not Linux.
+ */
+export function processGroupOf(pid: number): number | null {
+  let stat: string;
+  try {
+    stat = fs.readFileSync(`/proc/${pid}/stat`, "latin1");
+  } catch {
+    return null;
+  }
+  // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const group = Number(fields[2]);
+  return Number.isInteger(group) ? group : null;
+}
+
+/** A `ProcessMatch` for every process in the group led by `leader` (a command's group). */
+export function inProcessGroup(leader: number): (pid: number) => boolean {
+  return (pid) => pid === leader || processGroupOf(pid) === leader;
 }
 
 function errorText(symbols: NvmlSymbols, code: number): string {
@@ -201,7 +230,7 @@ class NvmlSession implements Nvml {
     };
   }
 
-  processMemory(deviceIndex: number, pid: number): number | NvmlError {
+  processMemory(deviceIndex: number, pid: ProcessMatch): number | NvmlError {
     const name = "nvmlDeviceGetComputeRunningProcesses_v3";
     if (this.#symbols !== null && this.#symbols.nvmlDeviceGetComputeRunningProcesses_v3 === null) {
       return { error: `${this.library} has no ${name} (driver older than NVML API 11)` };
@@ -238,12 +267,13 @@ class NvmlSession implements Nvml {
     }
   }
 
-  #findProcess(listed: number, pid: number): number | NvmlError {
+  #findProcess(listed: number, match: ProcessMatch): number | NvmlError {
     const view = new DataView(this.#processes.buffer);
     let bytes = 0n;
     for (let i = 0; i < listed; i++) {
       const at = i * PROCESS_INFO_BYTES;
-      if (view.getUint32(at + PROCESS_PID_OFFSET, true) !== pid) continue;
+      const pid = view.getUint32(at + PROCESS_PID_OFFSET, true);
+      if (typeof match === "number" ? pid !== match : !match(pid)) continue;
       const used = view.getBigUint64(at + PROCESS_USED_MEMORY_OFFSET, true);
       if (used === VALUE_NOT_AVAILABLE) {
         return { error: `NVML cannot tell the device memory of process ${pid} (not available)` };
