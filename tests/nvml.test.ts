@@ -44,6 +44,7 @@ const NO_GCC = fakeNvmlUnavailable();
 const BUILT = NO_GCC === null ? buildFakeNvml(newDir("build")) : "";
 const NEEDS_GCC = NO_GCC === null ? {} : { skip: NO_GCC };
 const GIB = 2 ** 30;
+const OPEN_CHILD = fileURLToPath(new URL("./fixtures/nvml/open_child.ts", import.meta.url));
 
 const opened: Nvml[] = [];
 after(() => {
@@ -237,6 +238,37 @@ describe("NVML fallbacks", () => {
     }
   });
 
+  it(
+    "a run's process finds the stand-in and its script through the environment, and closes it",
+    NEEDS_GCC,
+    () => {
+      const dir = newDir("env");
+      const library = scriptedNvml(BUILT, dir, "device GPU-x\n");
+      const script = path.join(dir, "elsewhere.txt");
+      fs.writeFileSync(script, "device GPU-a\ndevice GPU-b\ndevice GPU-c\n");
+      const log = path.join(dir, "calls.log");
+      const child = spawnSync(process.execPath, [
+        ...(runtimeName() === "deno" ? ["run", "--quiet", "-A"] : []),
+        OPEN_CHILD,
+      ], {
+        encoding: "utf8",
+        env: {
+          ...process.env,
+          BLOCKWISE_NVML: library,
+          BLOCKWISE_FAKE_NVML: script,
+          BLOCKWISE_FAKE_NVML_LOG: log,
+        },
+      });
+      assert.equal(child.status, 0, child.stderr);
+      assert.equal(child.stdout.trim(), "opened: 3 devices");
+      assert.deepEqual(fs.readFileSync(log, "utf8").trim().split("\n"), [
+        "nvmlInit_v2",
+        "nvmlDeviceGetCount_v2",
+        "nvmlShutdown",
+      ]);
+    },
+  );
+
   it("under Deno without --allow-ffi the reason says what to pass", {
     ...(runtimeName() === "deno" ? {} : { skip: "needs Deno" }),
   }, () => {
@@ -245,8 +277,8 @@ describe("NVML fallbacks", () => {
       "--quiet",
       "--allow-read",
       "--allow-env",
-      fileURLToPath(new URL("./fixtures/nvml/open_child.ts", import.meta.url)),
-    ], { encoding: "utf8" });
+      OPEN_CHILD,
+    ], { encoding: "utf8", env: { ...process.env, BLOCKWISE_NVML: "libnvidia-ml.so.1" } });
     assert.equal(child.status, 0, child.stderr);
     assert.match(child.stdout, /Deno was not given --allow-ffi/);
   });
