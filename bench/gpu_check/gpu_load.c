@@ -94,6 +94,12 @@ static void *need(void *library, const char *name) {
   return f;
 }
 
+/* The first of two names the driver exports (a newer entry point, else the older one). */
+static void *need_either(void *library, const char *newer, const char *older) {
+  void *f = dlsym(library, newer);
+  return f != NULL ? f : need(library, older);
+}
+
 #define CHECK(call)                                                                    \
   do {                                                                                 \
     CUresult rc_ = (call);                                                             \
@@ -164,7 +170,7 @@ int main(int argc, char **argv) {
   *(void **)&cuInit = need(cuda, "cuInit");
   *(void **)&cuDeviceGet = need(cuda, "cuDeviceGet");
   *(void **)&cuDeviceGetAttribute = need(cuda, "cuDeviceGetAttribute");
-  *(void **)&cuDeviceGetUuid = need(cuda, "cuDeviceGetUuid");
+  *(void **)&cuDeviceGetUuid = need_either(cuda, "cuDeviceGetUuid_v2", "cuDeviceGetUuid");
   *(void **)&cuCtxCreate = need(cuda, "cuCtxCreate_v2");
   *(void **)&cuCtxDestroy = need(cuda, "cuCtxDestroy_v2");
   *(void **)&cuCtxSynchronize = need(cuda, "cuCtxSynchronize");
@@ -197,7 +203,10 @@ int main(int argc, char **argv) {
   }
   CHECK(cuInit(0));
   CHECK(cuDeviceGet(&device, 0)); /* the first device of this process's CUDA_VISIBLE_DEVICES */
-  CHECK(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device));
+  if (cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device) != 0 || khz <= 0) {
+    khz = 1500000; /* the attribute is deprecated in newer drivers: assume 1.5 GHz */
+    fprintf(stderr, "gpu_load: no clock rate from the driver; assuming 1.5 GHz\n");
+  }
   CHECK(cuDeviceGetUuid(uuid, device));
   CHECK(cuCtxCreate(&context, 0, device));
   CHECK(cuMemAlloc(&memory, bytes));
