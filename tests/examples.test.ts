@@ -22,6 +22,8 @@ interface Example {
   readonly exit: number;
   readonly env?: Record<string, string>;
   readonly needsNumpy?: boolean;
+  /** More arguments of `run`. */
+  readonly args?: readonly string[];
   /** Workers to start by hand with the line the run prints (`launch: "manual"`). */
   readonly joiners?: number;
   /** What the run must have written (relative to the copy), or said. */
@@ -174,6 +176,24 @@ const EXAMPLES: readonly Example[] = [
     },
   },
   {
+    // PyTorch-shaped, with the stand-in torch: each of the two workers sees its own GPU.
+    file: "gpu/pipeline.mjs",
+    exit: 0,
+    env: { PYTHONPATH: "stand_in" },
+    args: ["--resources", "gpu=0,1"],
+    check: (dir, said) => {
+      assert.match(said, /Task "predict" GPUs: worker 0 -> device 0, worker 1 -> device 1/);
+      const seen = fs.readdirSync(path.join(dir, "workers")).map((f) =>
+        fs.readFileSync(path.join(dir, "workers", f), "utf8")
+      ).sort();
+      assert.deepEqual(seen, [
+        "CUDA_VISIBLE_DEVICES=0 BLOCKWISE_GPU=0: 1 device, stand-in GPU 0\n",
+        "CUDA_VISIBLE_DEVICES=1 BLOCKWISE_GPU=1: 1 device, stand-in GPU 1\n",
+      ]);
+      assert.equal(fs.readdirSync(path.join(dir, "predictions")).length, 8);
+    },
+  },
+  {
     file: "python_segment/pipeline.mjs",
     exit: 1,
     needsNumpy: true,
@@ -233,6 +253,7 @@ describe("examples/", () => {
         "--tracking-dir",
         path.join(dir, "tracking"),
         "--no-progress",
+        ...example.args ?? [],
       ], {
         cwd: dir,
         env: example.env ?? {},
