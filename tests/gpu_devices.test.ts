@@ -167,6 +167,13 @@ describe("devices per worker", () => {
       () => deviceSeats(p, launches, null, {}),
       /Task "predict" requires gpu=2 per worker but this run found no GPUs .*name them with --resources gpu=0,1/,
     );
+    // Web Workers share this process's devices: without a pool their gpu is not limited, as
+    // before pools (with one, it bounds them: see the plan below).
+    const js = pipeline([{ id: "js", requires: { cpu: 1, gpu: 1 }, process() {} }]);
+    const threads = deviceSeats(js, js.tasks.map((t) => t.launch), null, {});
+    assert.equal(threads.pool, null);
+    assert.ok(threads.canSeat(0));
+    assert.deepEqual(describeDevices(js, threads), []);
     // Tasks without GPUs, or whose workers SLURM places, need no pool here.
     const slurm = pipeline([{ id: "s", requires: { gpu: 1 }, process() {}, launch: "slurm" }]);
     assert.equal(deviceSeats(slurm, slurm.tasks.map((t) => t.launch), null, {}).pool, null);
@@ -199,7 +206,13 @@ describe("devices per worker", () => {
     await exited;
     await Promise.resolve();
     assert.ok(seats.canSeat(0), "back once it exited");
+    const said: string[] = [];
+    seats.announce(["first lines"], (m) => said.push(m));
     assert.deepEqual(seats.take(0, 5)?.ids, ["0"]);
+    assert.deepEqual(said, [
+      "first lines",
+      `Task "predict": worker 5 starts on device 0, given back by worker 4`,
+    ]);
   });
 
   it("plan says which worker gets which device, and how SLURM's get theirs", () => {

@@ -115,6 +115,10 @@ def process(block):
       });
       assert.equal(r.code, 0, describeRun(r));
       assert.match(r.stderr, /Task "predict" GPUs: worker 0 -> device 0, worker 1 -> device 1/);
+      assert.match(
+        r.stderr,
+        /Task "predict": worker \d+ starts on device [01], given back by worker [01]\b/,
+      );
       const rs = records(dir);
       const by = devicesByPid(rs);
       assert.ok(by.size >= 3, `a replacement worker ran: ${JSON.stringify(rs)}`);

@@ -21,7 +21,7 @@ import { runPipeline } from "./run.ts";
 import { installStopSwitch, type StopSwitch } from "./signals.ts";
 import { isRecord } from "../errors.ts";
 import type { Block } from "../pipeline/spec.ts";
-import { parseResources, type Resources } from "../schedule/mod.ts";
+import { type GpuOption, parseResourcesOption, type Resources } from "../schedule/mod.ts";
 import type { JsonObject, LineChannel } from "../daisy/json_lines.ts";
 import { parseDaisyPipeline, SessionRefusal } from "../daisy/pipeline_json.ts";
 import { countersJson } from "../daisy/scheduler_handle.ts";
@@ -59,6 +59,8 @@ export function blockEventJson(block: Block): JsonObject {
 export interface RunOptionsJson {
   readonly serial: boolean;
   readonly resources: Resources | null;
+  /** The GPUs of `resources` as given (`"gpu": [0, 1]` names devices), or null. */
+  readonly gpu: GpuOption | null;
   readonly trackingDir: string | null;
   readonly resourceTracking: boolean;
   readonly events: string | null;
@@ -79,6 +81,7 @@ export function parseRunOptions(value: unknown): RunOptionsJson {
     return v;
   };
   let resources: Resources | null = null;
+  let gpu: GpuOption | null = null;
   const r = o["resources"];
   if (r !== undefined && r !== null) {
     if (!isRecord(r)) {
@@ -90,9 +93,11 @@ export function parseRunOptions(value: unknown): RunOptionsJson {
       );
     }
     try {
-      resources = parseResources(
+      const parsed = parseResourcesOption(
         Object.entries(r).map(([k, v]) => `${k}=${String(v)}`).join(","),
       );
+      resources = parsed.counts;
+      gpu = parsed.gpu;
     } catch (error) {
       throw new SessionRefusal("ValueError", (error as Error).message);
     }
@@ -100,6 +105,7 @@ export function parseRunOptions(value: unknown): RunOptionsJson {
   return {
     serial: o["serial"] === true,
     resources,
+    gpu,
     trackingDir: text("trackingDir"),
     resourceTracking: o["resourceTracking"] === true,
     events: text("events"),
@@ -170,7 +176,7 @@ export async function runForSession(
     code = await runPipeline(pipeline.config, {
       serial: options.serial,
       progress: false,
-      ...(options.resources === null ? {} : { resources: options.resources }),
+      ...(options.resources === null ? {} : { resources: options.resources, gpu: options.gpu }),
       ...(options.trackingDir === null ? {} : { trackingDir: options.trackingDir }),
       ...(options.events === null ? {} : { events: options.events }),
       ...(options.listen === null ? {} : { listen: options.listen }),

@@ -205,9 +205,7 @@ async function runStages(
     }
     const launches = effectiveLaunches(pipeline, options.launcher);
     for (const line of prepareWorkers(pipeline, launches)) observer.notice?.(line);
-    if (devices !== null) {
-      for (const line of describeDevices(pipeline, devices, launches)) observer.notice?.(line);
-    }
+    devices?.announce(describeDevices(pipeline, devices, launches), (m) => observer.notice?.(m));
     const trackingDir = options.trackingDir ?? null;
     const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
     if (huge) {

@@ -36,11 +36,21 @@ function ownProcesses(task: TaskConfig): boolean {
 export class DeviceSeats {
   readonly pool: DevicePool | null;
   readonly #need: readonly number[];
+  readonly #taskIds: readonly string[];
+  /** Told when a worker starts on devices another gave back (the run's notices). */
+  onNotice: ((message: string) => void) | null = null;
 
   /** `need`: per task, the devices each of its workers takes here (`localGpus`). */
-  constructor(pool: DevicePool | null, need: readonly number[]) {
+  constructor(pool: DevicePool | null, need: readonly number[], taskIds: readonly string[] = []) {
     this.pool = pool;
     this.#need = need;
+    this.#taskIds = taskIds;
+  }
+
+  /** Say `lines` (which worker gets which device) and, from now on, every later assignment. */
+  announce(lines: readonly string[], notice: (message: string) => void): void {
+    for (const line of lines) notice(line);
+    this.onNotice = notice;
   }
 
   /** Whether a worker of task `t` could have its devices now. */
@@ -56,6 +66,14 @@ export class DeviceSeats {
     const ids = this.pool.take(worker, need);
     if (ids === null) {
       throw new Error(`Internal error: worker ${worker} started without ${need} free GPUs`);
+    }
+    const before = [...new Set(ids.map((id) => this.pool!.lastHolderOf(id)).filter((w) => w >= 0))];
+    if (before.length > 0) {
+      this.onNotice?.(
+        `Task "${this.#taskIds[t] ?? t}": worker ${worker} starts on device ${
+          ids.join(",")
+        }, given back by worker ${before.join(", ")}`,
+      );
     }
     return { ids, env: deviceEnvironment(ids, this.pool.source.amd) };
   }
@@ -80,11 +98,15 @@ export function deviceSeats(
   env: Readonly<Record<string, string | undefined>>,
   counter?: DeviceCounter,
 ): DeviceSeats {
-  const need = pipeline.tasks.map((task, t) => localGpus(task, launches[t]));
-  if (need.every((n) => n === 0)) return new DeviceSeats(null, need);
+  let need = pipeline.tasks.map((task, t) => localGpus(task, launches[t]));
+  const ids = pipeline.tasks.map((task) => task.id);
+  if (need.every((n) => n === 0)) return new DeviceSeats(null, need, ids);
   const source = resolveDevicePool(gpu, env, counter);
+  // Without a pool, threads of this process (Web Workers, a daisy script's) count no GPUs, as
+  // before pools: their devices were never theirs to be given. Processes are refused below.
+  if (source === null) need = need.map((n, t) => ownProcesses(pipeline.tasks[t]!) ? n : 0);
   checkPool(pipeline, need, source);
-  return new DeviceSeats(new DevicePool(source!), need);
+  return new DeviceSeats(source === null ? null : new DevicePool(source), need, ids);
 }
 
 function checkPool(
@@ -123,6 +145,7 @@ export function describeDevices(
     const gpu = task.requires["gpu"] ?? 0;
     if (gpu === 0) continue;
     const n = localGpus(task, launch);
+    if (n > 0 && seats.pool === null) continue; // threads, no pool: nothing to say
     if (n === 0) {
       const how = launch.kind === "slurm"
         ? `SLURM allocates ${gpu} per worker job (${gpuRequest(launch, gpu)})`

@@ -137,10 +137,13 @@ export class DevicePool {
   readonly source: DevicePoolSource;
   /** Per device in pool order: the worker holding it, or -1. */
   readonly #holder: number[];
+  /** Per device: the last worker that gave it back, or -1. */
+  readonly #given: number[];
 
   constructor(source: DevicePoolSource) {
     this.source = source;
     this.#holder = source.ids.map(() => -1);
+    this.#given = source.ids.map(() => -1);
   }
 
   get size(): number {
@@ -166,8 +169,16 @@ export class DevicePool {
   /** Give back every device `worker` holds (none: nothing happens). */
   give(worker: number): void {
     for (let i = 0; i < this.#holder.length; i++) {
-      if (this.#holder[i] === worker) this.#holder[i] = -1;
+      if (this.#holder[i] !== worker) continue;
+      this.#holder[i] = -1;
+      this.#given[i] = worker;
     }
+  }
+
+  /** The last worker that gave `id` back, or -1 (none has held it yet). */
+  lastHolderOf(id: string): number {
+    const i = this.source.ids.indexOf(id);
+    return i < 0 ? -1 : this.#given[i]!;
   }
 
   /** The devices `worker` holds, in pool order. */
