@@ -139,6 +139,22 @@ describe("the device pool", () => {
   });
 
   it("names a worker's devices in CUDA's variable, and AMD's when the pool is AMD's", () => {
+    assert.equal(deviceEnvironment(["0"], null, true)["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
+    assert.equal(
+      deviceEnvironment(["0"], "HIP_VISIBLE_DEVICES", true)["CUDA_DEVICE_ORDER"],
+      undefined,
+    );
+    const ordered = deviceSeats(
+      pipeline([predict()]),
+      [{ kind: "local" }],
+      null,
+      { CUDA_VISIBLE_DEVICES: "1", CUDA_DEVICE_ORDER: "FASTEST_FIRST" },
+    );
+    assert.deepEqual(
+      ordered.take(0, 1)?.env,
+      { BLOCKWISE_GPU: "1", CUDA_VISIBLE_DEVICES: "1" },
+      "theirs kept",
+    );
     assert.deepEqual(deviceEnvironment(["0", "2"], null), {
       BLOCKWISE_GPU: "0,2",
       CUDA_VISIBLE_DEVICES: "0,2",
@@ -192,9 +208,10 @@ describe("devices per worker", () => {
     const p = pipeline([predict()]);
     const seats = deviceSeats(p, p.tasks.map((t) => t.launch), { kind: "count", count: 1 }, {});
     assert.ok(seats.canSeat(0));
+    // CUDA numbers devices as nvidia-smi, NVML and SLURM do, unless blockwise's env says else.
     assert.deepEqual(seats.take(0, 4), {
       ids: ["0"],
-      env: { BLOCKWISE_GPU: "0", CUDA_VISIBLE_DEVICES: "0" },
+      env: { BLOCKWISE_GPU: "0", CUDA_DEVICE_ORDER: "PCI_BUS_ID", CUDA_VISIBLE_DEVICES: "0" },
     });
     assert.ok(!seats.canSeat(0));
     let exit = (): void => {};

@@ -37,14 +37,22 @@ export class DeviceSeats {
   readonly pool: DevicePool | null;
   readonly #need: readonly number[];
   readonly #taskIds: readonly string[];
+  /** Workers get CUDA_DEVICE_ORDER=PCI_BUS_ID (blockwise's environment does not set one). */
+  readonly #order: boolean;
   /** Told when a worker starts on devices another gave back (the run's notices). */
   onNotice: ((message: string) => void) | null = null;
 
   /** `need`: per task, the devices each of its workers takes here (`localGpus`). */
-  constructor(pool: DevicePool | null, need: readonly number[], taskIds: readonly string[] = []) {
+  constructor(
+    pool: DevicePool | null,
+    need: readonly number[],
+    taskIds: readonly string[] = [],
+    order = false,
+  ) {
     this.pool = pool;
     this.#need = need;
     this.#taskIds = taskIds;
+    this.#order = order;
   }
 
   /** Say `lines` (which worker gets which device) and, from now on, every later assignment. */
@@ -75,7 +83,7 @@ export class DeviceSeats {
         }, given back by worker ${before.join(", ")}`,
       );
     }
-    return { ids, env: deviceEnvironment(ids, this.pool.source.amd) };
+    return { ids, env: deviceEnvironment(ids, this.pool.source.amd, this.#order) };
   }
 
   /** The executor left the run: its devices come back once its process is gone. */
@@ -106,7 +114,8 @@ export function deviceSeats(
   // before pools: their devices were never theirs to be given. Processes are refused below.
   if (source === null) need = need.map((n, t) => ownProcesses(pipeline.tasks[t]!) ? n : 0);
   checkPool(pipeline, need, source);
-  return new DeviceSeats(source === null ? null : new DevicePool(source), need, ids);
+  const order = env["CUDA_DEVICE_ORDER"] === undefined;
+  return new DeviceSeats(source === null ? null : new DevicePool(source), need, ids, order);
 }
 
 function checkPool(

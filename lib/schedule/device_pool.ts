@@ -187,13 +187,20 @@ export class DevicePool {
   }
 }
 
-/** The variables a worker holding `ids` starts with, after the pool's `amd` variable. */
+/**
+ * The variables a worker holding `ids` starts with, after the pool's `amd` variable. `order`:
+ * set CUDA_DEVICE_ORDER=PCI_BUS_ID (when blockwise's environment does not set it), so that
+ * CUDA numbers devices as nvidia-smi, NVML and SLURM do; CUDA's own default, fastest first,
+ * can give index 1 to another device on a machine with mixed GPUs.
+ */
 export function deviceEnvironment(
   ids: readonly string[],
   amd: DevicePoolSource["amd"],
+  order = false,
 ): Record<string, string> {
   const list = ids.join(",");
   const env: Record<string, string> = { BLOCKWISE_GPU: list };
+  if (order && amd === null) env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
   // ROCR's ids are physical; HIP (and CUDA_VISIBLE_DEVICES, which HIP also reads) would index
   // into the ones ROCR leaves, so a ROCR pool sets ROCR's variable alone.
   if (amd !== "ROCR_VISIBLE_DEVICES") env["CUDA_VISIBLE_DEVICES"] = list;
