@@ -17,17 +17,19 @@ import process from "node:process";
 import { InputError } from "../lib/errors.ts";
 import { BloscCodec, normaliseBloscConfig } from "../lib/zarr/blosc/codec.ts";
 import { REPO_ROOT } from "./fixtures/parallel/harness.ts";
+import {
+  type BloscCase as Case,
+  bloscCases,
+  CNAMES,
+  EXACT,
+  noise,
+  SHUFFLE_NUMBER,
+  smooth,
+} from "./fixtures/zarr_blosc/cases.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 
 const ORACLE = path.join(REPO_ROOT, "tests", "fixtures", "zarr_blosc", "oracle.py");
 const newDir = scratchDirs("blosc");
-
-const CNAMES = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"] as const;
-const SHUFFLES = ["noshuffle", "shuffle", "bitshuffle"] as const;
-const SHUFFLE_NUMBER = { noshuffle: 0, shuffle: 1, bitshuffle: 2 } as const;
-const TYPESIZES = [1, 2, 4, 8] as const;
-/** The codecs ported to TypeScript write c-blosc's exact bytes; zlib and zstd are the runtime's. */
-const EXACT = new Set<string>(["blosclz", "lz4", "lz4hc"]);
 
 function findPython(): { python: string } | { missing: string } {
   const python = "/usr/bin/python3";
@@ -40,45 +42,6 @@ const found = findPython();
 // CI installs numcodecs and sets this, so there a missing Python fails instead of skipping.
 const required = process.env["BLOCKWISE_REQUIRE_PYTHON_CODECS"] === "1";
 const pythonSkip = "missing" in found && !required ? { skip: found.missing } : {};
-
-/** A deterministic generator (an LCG) for the noise in the test data. */
-function noise(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
-
-/**
- * `count` smooth values as elements of `typesize` bytes, the way imaging data looks (integers
- * with a little noise; floats that vary slowly, as bench/blosc.ts's field).
- */
-function smooth(typesize: number, count: number, seed = 1): Uint8Array {
-  const random = noise(seed);
-  const value = (i: number) =>
-    Math.sin(i / 97) * Math.cos(i / 1301) + 0.25 * Math.sin(i / 13) +
-    (typesize <= 2 ? 0.004 * random() : 0);
-  switch (typesize) {
-    case 1:
-      return Uint8Array.from({ length: count }, (_, i) => Math.round(127 + 100 * value(i)));
-    case 2: {
-      const a = Uint16Array.from({ length: count }, (_, i) => Math.round(30000 + 20000 * value(i)));
-      return new Uint8Array(a.buffer);
-    }
-    case 4:
-      return new Uint8Array(Float32Array.from({ length: count }, (_, i) => value(i)).buffer);
-    default:
-      return new Uint8Array(Float64Array.from({ length: count }, (_, i) => value(i)).buffer);
-  }
-}
-
-interface Case {
-  id: string;
-  config: { cname: string; clevel: number; shuffle: number; blocksize: number };
-  typesize: number;
-  data: string;
-}
 
 interface CaseResult {
   py_cbytes: number;
@@ -94,65 +57,14 @@ interface Run {
   results: Record<string, CaseResult>;
 }
 
-/** The matrix and the edge cases, their data written to `folder`. */
+/** The shared matrix and edge cases (tests/fixtures/zarr_blosc/cases.ts), written to `folder`. */
 function buildCases(folder: string, bytes: Map<string, Uint8Array>): Case[] {
-  const cases: Case[] = [];
-  const data = (name: string, value: Uint8Array) => {
-    if (!bytes.has(name)) {
-      bytes.set(name, value);
-      fs.writeFileSync(path.join(folder, name), value);
-    }
-    return name;
-  };
-  for (const typesize of TYPESIZES) {
-    // 40,008 bytes: several blocks at an explicit 8 KiB block size, with a short last block.
-    const name = data(`smooth${typesize}`, smooth(typesize, 40008 / typesize));
-    for (const cname of CNAMES) {
-      for (const shuffle of SHUFFLES) {
-        for (const [clevel, blocksize] of [[1, 0], [5, 0], [9, 0], [5, 8192]] as const) {
-          cases.push({
-            id: `${cname}-${shuffle}-t${typesize}-c${clevel}-b${blocksize}`,
-            config: { cname, clevel, shuffle: SHUFFLE_NUMBER[shuffle], blocksize },
-            typesize,
-            data: name,
-          });
-        }
-      }
-    }
+  const shared = bloscCases();
+  for (const [name, value] of shared.bytes) {
+    bytes.set(name, value);
+    fs.writeFileSync(path.join(folder, name), value);
   }
-  const random = noise(7);
-  const edges: [string, Uint8Array, number, Case["config"]][] = [
-    ["level0", smooth(4, 1000), 4, { cname: "lz4", clevel: 0, shuffle: 1, blocksize: 0 }],
-    ["tiny", smooth(4, 20), 4, { cname: "zstd", clevel: 5, shuffle: 1, blocksize: 0 }],
-    ["empty", new Uint8Array(0), 1, { cname: "lz4", clevel: 5, shuffle: 1, blocksize: 0 }],
-    [
-      "random",
-      Uint8Array.from({ length: 5000 }, () => Math.floor(256 * random())),
-      4,
-      { cname: "blosclz", clevel: 9, shuffle: 1, blocksize: 0 },
-    ],
-    // 1001 elements: bitshuffle copies a block whose element count is not a multiple of 8.
-    ["odd-bits", smooth(4, 1001), 4, { cname: "lz4", clevel: 5, shuffle: 2, blocksize: 0 }],
-    // One-byte elements in whole groups of 32: bit-shuffle's 32-bit path, blocks and a leftover.
-    ["bits-u8", smooth(1, 65536), 1, { cname: "lz4", clevel: 5, shuffle: 2, blocksize: 0 }],
-    ["bits-u8-blocks", smooth(1, 40960), 1, {
-      cname: "zstd",
-      clevel: 5,
-      shuffle: 2,
-      blocksize: 16384,
-    }],
-    // Typesizes past 16 (blocks not split), and past 255 (treated as 1 byte, as c-blosc does).
-    ["t17", smooth(1, 17 * 1200), 17, { cname: "lz4", clevel: 5, shuffle: 1, blocksize: 0 }],
-    ["t40", smooth(1, 40 * 1000), 40, { cname: "blosclz", clevel: 5, shuffle: 2, blocksize: 0 }],
-    ["t300", smooth(1, 300 * 100), 300, { cname: "lz4", clevel: 5, shuffle: 1, blocksize: 0 }],
-    // AUTOSHUFFLE (-1) on bytes is bit-shuffle.
-    ["auto1", smooth(1, 5000), 1, { cname: "zstd", clevel: 3, shuffle: -1, blocksize: 0 }],
-    ["auto4", smooth(4, 5000), 4, { cname: "zlib", clevel: 3, shuffle: -1, blocksize: 0 }],
-  ];
-  for (const [id, value, typesize, config] of edges) {
-    cases.push({ id, config, typesize, data: data(`edge-${id}`, value) });
-  }
-  return cases;
+  return shared.cases;
 }
 
 let run: Run | undefined;

@@ -11,6 +11,7 @@
 
 import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
+import { registerNativeCodecs } from "../runtime/blosc_native.ts";
 import { registerZarrCodecs } from "../zarr/codecs.ts";
 import { wholeChunkAt, writeWholeChunk } from "./whole_chunks.ts";
 
@@ -71,6 +72,7 @@ export async function openArray(path: string): Promise<ZarrArray> {
     );
   }
   registerZarrCodecs();
+  await registerNativeCodecs();
   let array: ZarrArray;
   try {
     array = await zarr.open(new FileSystemStore(path), { kind: "array" });

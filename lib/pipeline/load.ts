@@ -59,9 +59,11 @@ export async function loadPipeline(
     );
   }
 
+  // Outside the try: what fails here (BLOCKWISE_LIBBLOSC naming no usable libblosc) is not the
+  // module's fault, and says itself what to fix.
+  await provideModulesFor(path);
   let module: unknown;
   try {
-    await provideModulesFor(path);
     module = await import(pathToFileURL(path).href);
   } catch (error) {
     const missing = missingPackage(error);

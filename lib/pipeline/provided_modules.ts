@@ -96,6 +96,9 @@ export function describeModuleChoices(choices: readonly ModuleChoice[]): string[
 export async function provideModulesFor(pipelinePath: string): Promise<ModuleChoice[]> {
   const { registerZarrCodecs } = await import("../zarr/codecs.ts");
   registerZarrCodecs();
+  // Blosc through the system's libblosc where there is one (BLOCKWISE_LIBBLOSC chooses).
+  const { registerNativeCodecs } = await import("../runtime/blosc_native.ts");
+  await registerNativeCodecs();
   const choices = moduleChoices(pipelinePath);
   const modules: VirtualModule[] = [];
   for (const [i, carried] of CARRIED.entries()) {

@@ -8,10 +8,13 @@
 import { type BloscConfig, type BloscContext, normaliseBloscConfig } from "./config.ts";
 import { decodeFrame } from "./decode.ts";
 import { encodeFrame } from "./encode.ts";
+import { decodeNative, encodeNative } from "./native.ts";
 
 export type { BloscConfig, BloscContext, Shuffle } from "./config.ts";
 export { normaliseBloscConfig, typesizeOfDataType } from "./config.ts";
 export { decodedSize } from "./decode.ts";
+export type { BloscBufferSizes, NativeBlosc } from "./native.ts";
+export { nativeBlosc, setNativeBlosc } from "./native.ts";
 
 export class BloscCodec {
   static readonly kind = "bytes_to_bytes";
@@ -31,16 +34,19 @@ export class BloscCodec {
     return new BloscCodec(normaliseBloscConfig(config, meta ?? {}));
   }
 
-  /** One Blosc frame holding `bytes` (a view of a buffer of bytes.length + 16 bytes). */
+  /**
+   * One Blosc frame holding `bytes` (a view of a buffer of bytes.length + 16 bytes): by the
+   * native Blosc when one is installed (setNativeBlosc), else by the TypeScript encoder.
+   */
   encode(bytes: Uint8Array): Uint8Array {
-    return encodeFrame(bytes, this.config);
+    return encodeNative(bytes, this.config) ?? encodeFrame(bytes, this.config);
   }
 
   /**
    * The bytes `frame` holds, decoded into `out` when given (its first nbytes; it must be large
-   * enough), else into one new buffer.
+   * enough), else into one new buffer; by the native Blosc when one is installed and takes it.
    */
   decode(frame: Uint8Array, out?: Uint8Array): Uint8Array {
-    return decodeFrame(frame, out);
+    return decodeNative(frame, out) ?? decodeFrame(frame, out);
   }
 }
