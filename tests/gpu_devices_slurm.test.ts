@@ -12,7 +12,8 @@ import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
-import { writePipeline } from "./fixtures/parallel/harness.ts";
+import { REPO_ROOT, writePipeline } from "./fixtures/parallel/harness.ts";
+import { shellQuote } from "../lib/errors.ts";
 import { REQUIRE_SLURM, slurmUnavailable } from "./fixtures/slurm.ts";
 import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
 
@@ -35,19 +36,20 @@ const skip = REQUIRE_SLURM ? false : unavailable ?? false;
 
 interface Seen {
   readonly element: string | null;
+  readonly step: string | null;
   readonly cuda: string | null;
   readonly jobGpus: string | null;
+  readonly stepGpus: string | null;
 }
 
-describe("SLURM workers' GPUs", { skip }, () => {
-  it("each element of a gpu: 1 task's job array sees its own device", {
-    timeout: 180_000,
-  }, async () => {
-    assert.equal(unavailable, null, `BLOCKWISE_REQUIRE_SLURM=1 but ${unavailable}`);
-    const dir = newDir("array");
-    const file = writePipeline(
-      dir,
-      `import process from "node:process";
+const BUN = path.join(REPO_ROOT, "node_modules", ".bin", "bun");
+const MAIN = path.join(REPO_ROOT, "main.ts");
+
+/** A `gpu: 1` task of 4 blocks, 2 SLURM workers; each worker's setup appends what it sees. */
+function gpuPipeline(dir: string): string {
+  return writePipeline(
+    dir,
+    `import process from "node:process";
 export default { tasks: [{
   id: "predict",
   totalRoi: { offset: [0], shape: [4] }, readRoi: { offset: [0], shape: [1] },
@@ -56,14 +58,32 @@ export default { tasks: [{
   setup() {
     fs.appendFileSync(${JSON.stringify(path.join(dir, "seen.jsonl"))}, JSON.stringify({
       element: process.env.SLURM_ARRAY_TASK_ID ?? null,
+      step: process.env.SLURM_STEP_ID ?? null,
       cuda: process.env.CUDA_VISIBLE_DEVICES ?? null,
       jobGpus: process.env.SLURM_JOB_GPUS ?? null,
+      stepGpus: process.env.SLURM_STEP_GPUS ?? null,
     }) + "\\n");
   },
   process() { sleep(200); },
 }] };
 `,
-    );
+  );
+}
+
+function seenBy(dir: string): Seen[] {
+  return fs.readFileSync(path.join(dir, "seen.jsonl"), "utf8").trim().split("\n").map((l) =>
+    JSON.parse(l) as Seen
+  );
+}
+
+describe("SLURM workers' GPUs", { skip }, () => {
+  it("each element of a gpu: 1 task's job array sees its own device", {
+    timeout: 180_000,
+  }, async () => {
+    assert.equal(unavailable, null, `BLOCKWISE_REQUIRE_SLURM=1 but ${unavailable}`);
+    const dir = newDir("array");
+    const file = gpuPipeline(dir);
+
     const r = await runCli(["run", file, "--no-progress", "--log-dir", path.join(dir, "logs")], {
       cwd: dir,
       env: { CUDA_VISIBLE_DEVICES: "7" },
@@ -74,9 +94,7 @@ export default { tasks: [{
       r.stderr,
       /Task "predict" GPUs: SLURM allocates 1 per worker job \(--gres=gpu:1\); each worker sees its own/,
     );
-    const seen = fs.readFileSync(path.join(dir, "seen.jsonl"), "utf8").trim().split("\n").map((
-      l,
-    ) => JSON.parse(l) as Seen);
+    const seen = seenBy(dir);
     assert.equal(seen.length, 2, JSON.stringify(seen));
     assert.deepEqual(new Set(seen.map((s) => s.element)), new Set(["0", "1"]), "one job array");
     for (const s of seen) {
@@ -84,5 +102,47 @@ export default { tasks: [{
       assert.equal(s.jobGpus, s.cuda, "SLURM_JOB_GPUS names the same device");
     }
     assert.notEqual(seen[0]!.cuda, seen[1]!.cuda, "two workers, two devices");
+  });
+
+  it("a run inside an allocation with GPUs: each srun step worker sees its own", {
+    timeout: 180_000,
+  }, async () => {
+    assert.equal(unavailable, null, `BLOCKWISE_REQUIRE_SLURM=1 but ${unavailable}`);
+    const dir = newDir("steps");
+    const file = gpuPipeline(dir);
+    const command = [BUN, MAIN, "run", file, "--no-progress", "--log-dir", path.join(dir, "logs")]
+      .map(shellQuote).join(" ");
+    const r = spawnSync("sbatch", [
+      "--parsable",
+      "--ntasks=2",
+      "--gres=gpu:2",
+      "--job-name=blockwise-test-gpus",
+      `--output=${path.join(dir, "alloc.log")}`,
+      `--wrap=${command}`,
+    ], { cwd: dir, encoding: "utf8", timeout: 60_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const job = r.stdout.trim();
+    const deadline = Date.now() + 150_000;
+    for (;;) {
+      const q = spawnSync("squeue", ["-h", "-t", "all", "-j", job, "-o", "%T"], {
+        encoding: "utf8",
+      });
+      if (q.status !== 0 || !/^(PENDING|CONFIGURING|RUNNING|COMPLETING)$/.test(q.stdout.trim())) {
+        break;
+      }
+      assert.ok(Date.now() < deadline, `job ${job} did not end`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    const log = fs.readFileSync(path.join(dir, "alloc.log"), "utf8");
+    assert.match(log, /All 4 blocks completed/, log);
+    assert.match(log, /SLURM allocates 1 per worker job \(--gres=gpu:1\)/, log);
+    const seen = seenBy(dir);
+    assert.equal(seen.length, 2, JSON.stringify(seen));
+    for (const s of seen) {
+      assert.notEqual(s.step, null, "a job step");
+      assert.match(s.cuda ?? "", /^\d$/, JSON.stringify(s));
+      assert.equal(s.stepGpus, s.cuda, "SLURM_STEP_GPUS names the same device");
+    }
+    assert.notEqual(seen[0]!.cuda, seen[1]!.cuda, "two steps, two devices");
   });
 });
