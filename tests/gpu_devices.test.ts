@@ -15,7 +15,12 @@ import {
   parseResources,
   resolveDevicePool,
 } from "../lib/schedule/mod.ts";
-import { describeDevices, DeviceSeats, deviceSeats } from "../lib/execute/device_seats.ts";
+import {
+  describeDevices,
+  DeviceSeats,
+  deviceSeats,
+  taskDevices,
+} from "../lib/execute/device_seats.ts";
 import type { Executor } from "../lib/execute/executor.ts";
 import { InputError, PipelineError } from "../lib/errors.ts";
 import { validatePipeline } from "../lib/pipeline/validate.ts";
@@ -251,6 +256,26 @@ describe("devices per worker", () => {
       `Task "remote" GPUs: SLURM allocates 2 per worker job (--gpus-per-task=2); each worker sees its own`,
     ]);
     assert.ok(seats instanceof DeviceSeats);
+    assert.deepEqual(taskDevices(p, seats, launches)[2], {
+      task: "remote",
+      per_worker: 2,
+      by: "slurm",
+      request: "--gpus-per-task=2",
+    });
+    const by = pipeline([
+      {
+        id: "lsf",
+        requires: { gpu: 1 },
+        process() {},
+        launch: { kind: "command", argv: ["bsub", "{worker}"] },
+      },
+      { id: "hand", requires: { gpu: 1 }, process() {}, launch: "manual" },
+    ]);
+    const none = deviceSeats(by, by.tasks.map((t) => t.launch), null, {});
+    assert.deepEqual(describeDevices(by, none), [
+      `Task "lsf" GPUs: the launch command's jobs must request 1 per worker; each sees what its job was given`,
+      `Task "hand" GPUs: workers join by hand: start each with its own CUDA_VISIBLE_DEVICES (1 per worker)`,
+    ]);
   });
 });
 

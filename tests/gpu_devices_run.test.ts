@@ -153,6 +153,18 @@ def process(block):
       plan.stdout,
       /Task "predict" GPUs: worker 0 -> device 0,1, worker 1 -> device 2,3 \(pool from --resources gpu=0,1,2,3\)/,
     );
+    const json = await runCli(["plan", file, "--json", "--resources", "gpu=0,1,2,3"], {
+      cwd: dir,
+      env: ENV,
+    });
+    assert.equal(json.code, 0, describeRun(json));
+    assert.deepEqual((JSON.parse(json.stdout) as { tasks: { gpus: unknown }[] }).tasks[0]!.gpus, {
+      per_worker: 2,
+      by: "pool",
+      workers: [["0", "1"], ["2", "3"]],
+      pool: "--resources gpu=0,1,2,3",
+      shared: false,
+    });
     const r = await runCli(runArgs(file, null, ["--resources", "gpu=7"]), {
       cwd: dir,
       env: { CUDA_VISIBLE_DEVICES: "7" },

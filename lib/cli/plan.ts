@@ -13,7 +13,7 @@ import {
   workerEnvironment,
 } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
-import { describeDevices, deviceSeats } from "../execute/device_seats.ts";
+import { describeDevices, deviceSeats, taskDevices } from "../execute/device_seats.ts";
 import type { GpuOption } from "../schedule/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { checkPythonSyntax } from "../pipeline/python_syntax.ts";
@@ -151,11 +151,14 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
   if (options.blocks) {
     await writeBlocks(pipeline, graph, options.json === true, out, masks, explained);
   } else if (options.json) {
+    const gpus = new Map(taskDevices(pipeline, devices).map(({ task, ...d }) => [task, d]));
     const tasks = graph.dag.order.map((t) => {
       const task = pipeline.tasks[t]!;
+      const gpu = gpus.get(task.id);
       const plan = {
         ...taskPlan(task, graph.layouts[t]!, masks[t] ?? null),
         ...workerEnvironmentJson(task),
+        ...(gpu === undefined ? {} : { gpus: gpu }),
       };
       const e = explained?.[t] ?? null;
       return e === null ? plan : { ...plan, explain: explainJson(e) };

@@ -139,44 +139,82 @@ function checkPool(
   }
 }
 
+/** How a task's workers get their GPUs, for `plan` (its text and `--json`) and the run. */
+export interface TaskDevices {
+  readonly task: string;
+  readonly per_worker: number;
+  /** "pool": from this run's pool; "slurm": SLURM allocates; else the launch's own business. */
+  readonly by: "pool" | "slurm" | "command" | "manual";
+  /** "pool": the first workers' devices in start order, and where the pool came from. */
+  readonly workers?: readonly (readonly string[])[];
+  readonly pool?: string;
+  /** "pool": its workers are threads of this process (Web Workers): they share one environment. */
+  readonly shared?: boolean;
+  /** "slurm": the request each worker job or step makes. */
+  readonly request?: string;
+}
+
+/** Per task with `requires.gpu`, how its workers get their GPUs (`launches`: as in the run). */
+export function taskDevices(
+  pipeline: PipelineConfig,
+  seats: DeviceSeats,
+  launches: readonly LaunchConfig[] = [],
+): TaskDevices[] {
+  const out: TaskDevices[] = [];
+  for (const [t, task] of pipeline.tasks.entries()) {
+    const launch = launches[t] ?? task.launch;
+    const gpu = task.requires["gpu"] ?? 0;
+    if (gpu === 0) continue;
+    const n = localGpus(task, launch);
+    const base = { task: task.id, per_worker: gpu };
+    if (n === 0) {
+      const by = launch.kind === "slurm" || launch.kind === "manual" ? launch.kind : "command";
+      out.push({ ...base, by, ...(by === "slurm" ? { request: gpuRequest(launch, gpu) } : {}) });
+      continue;
+    }
+    const pool = seats.pool;
+    if (pool === null) continue; // threads, no pool: not limited, nothing to say
+    const ids = pool.source.ids;
+    const count = Math.min(task.maxWorkers, Math.floor(pool.size / n));
+    const workers = Array.from({ length: count }, (_, w) => ids.slice(w * n, w * n + n));
+    out.push({
+      ...base,
+      by: "pool",
+      workers,
+      pool: pool.source.source,
+      shared: !ownProcesses(task),
+    });
+  }
+  return out;
+}
+
 /**
- * One line per task with GPUs here, for `plan` and the run's first lines: which worker gets
- * which devices, in the order the workers start (replacements take those given back).
+ * One line per task with GPUs, for `plan` and the run's first lines: which worker gets which
+ * devices, in the order the workers start (replacements take those given back).
  */
 export function describeDevices(
   pipeline: PipelineConfig,
   seats: DeviceSeats,
   launches: readonly LaunchConfig[] = [],
 ): string[] {
-  const lines: string[] = [];
-  for (const [t, task] of pipeline.tasks.entries()) {
-    const launch = launches[t] ?? task.launch;
-    const gpu = task.requires["gpu"] ?? 0;
-    if (gpu === 0) continue;
-    const n = localGpus(task, launch);
-    if (n > 0 && seats.pool === null) continue; // threads, no pool: nothing to say
-    if (n === 0) {
-      const how = launch.kind === "slurm"
-        ? `SLURM allocates ${gpu} per worker job (${gpuRequest(launch, gpu)})`
-        : `the launch command's jobs must request ${gpu} per worker`;
-      lines.push(`Task "${task.id}" GPUs: ${how}; each worker sees its own`);
-      continue;
+  return taskDevices(pipeline, seats, launches).map((d) => {
+    const head = `Task "${d.task}" GPUs: `;
+    switch (d.by) {
+      case "slurm":
+        return `${head}SLURM allocates ${d.per_worker} per worker job (${d.request}); each worker sees its own`;
+      case "command":
+        return `${head}the launch command's jobs must request ${d.per_worker} per worker; each sees what its job was given`;
+      case "manual":
+        return `${head}workers join by hand: start each with its own CUDA_VISIBLE_DEVICES (${d.per_worker} per worker)`;
+      case "pool": {
+        const pairs = d.workers!.map((ids, w) => `worker ${w} -> device ${ids.join(",")}`);
+        const shared = d.shared === true
+          ? "; its workers are threads of this process and share its CUDA_VISIBLE_DEVICES, so the pool only bounds how many run at once"
+          : "";
+        return `${head}${pairs.join(", ")} (pool from ${d.pool})${shared}`;
+      }
     }
-    const pool = seats.pool!;
-    const workers = Math.min(task.maxWorkers, Math.floor(pool.size / n));
-    const ids = pool.source.ids;
-    const pairs = Array.from(
-      { length: workers },
-      (_, w) => `worker ${w} -> device ${ids.slice(w * n, w * n + n).join(",")}`,
-    );
-    const shared = ownProcesses(task)
-      ? ""
-      : "; its workers are threads of this process and share its CUDA_VISIBLE_DEVICES, so the pool only bounds how many run at once";
-    lines.push(
-      `Task "${task.id}" GPUs: ${pairs.join(", ")} (pool from ${pool.source.source})${shared}`,
-    );
-  }
-  return lines;
+  });
 }
 
 /** What a SLURM worker asks for: `--gres=gpu:N` or `--gpus-per-task=N`. */
