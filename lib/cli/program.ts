@@ -92,7 +92,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     .option("--serial", "run every block in the main thread, one at a time (for debugging)")
     .option(
       "--resources <list>",
-      "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires); a resource it does not name is not limited",
+      "run-wide budget shared by all tasks' workers, e.g. cpu=8,gpu=1 (see a task's requires); a resource it does not name is not limited; GPUs by id, gpu=0,1,3, each local worker getting its own",
       parseResourcesOption,
     )
     .option(
