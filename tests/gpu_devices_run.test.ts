@@ -153,6 +153,16 @@ def process(block):
       plan.stdout,
       /Task "predict" GPUs: worker 0 -> device 0,1, worker 1 -> device 2,3 \(pool from --resources gpu=0,1,2,3\)/,
     );
+    // Where a run would be refused, plan warns: it may run where the workers will not.
+    const elsewhere = await runCli(["plan", file], {
+      cwd: dir,
+      env: { CUDA_VISIBLE_DEVICES: "1" },
+    });
+    assert.equal(elsewhere.code, 0, describeRun(elsewhere));
+    assert.match(
+      elsewhere.stdout,
+      /warning: Task "predict" requires gpu=2 per worker but the run's GPU pool has 1 \(CUDA_VISIBLE_DEVICES=1\).*\(a run here would be refused\)/,
+    );
     const json = await runCli(["plan", file, "--json", "--resources", "gpu=0,1,2,3"], {
       cwd: dir,
       env: ENV,

@@ -13,7 +13,12 @@ import {
   workerEnvironment,
 } from "../execute/worker_profile.ts";
 import type { DependencyGraph } from "../graph/mod.ts";
-import { describeDevices, deviceSeats, taskDevices } from "../execute/device_seats.ts";
+import {
+  describeDevices,
+  type DeviceSeats,
+  deviceSeats,
+  taskDevices,
+} from "../execute/device_seats.ts";
 import type { GpuOption } from "../schedule/mod.ts";
 import { loadPipeline } from "../pipeline/mod.ts";
 import { checkPythonSyntax } from "../pipeline/python_syntax.ts";
@@ -129,12 +134,19 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
   checkPythonSyntax(pipeline);
   const leftOut = selection.leftOut.length === 0 ? {} : { tasks_left_out: selection.leftOut };
   const graph = buildPipelineGraph(pipeline);
-  const devices = deviceSeats(
-    pipeline,
-    pipeline.tasks.map((t) => t.launch),
-    options.gpu ?? null,
-    process.env,
-  );
+  // A pool a run would refuse is a warning here: plan may run where the workers will not.
+  let devices: DeviceSeats | string;
+  try {
+    devices = deviceSeats(
+      pipeline,
+      pipeline.tasks.map((t) => t.launch),
+      options.gpu ?? null,
+      process.env,
+    );
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    devices = `warning: ${error.message} (a run here would be refused)`;
+  }
   const masks = await loadRunMasks(
     pipeline,
     graph.layouts,
@@ -151,7 +163,8 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
   if (options.blocks) {
     await writeBlocks(pipeline, graph, options.json === true, out, masks, explained);
   } else if (options.json) {
-    const gpus = new Map(taskDevices(pipeline, devices).map(({ task, ...d }) => [task, d]));
+    const assigned = typeof devices === "string" ? [] : taskDevices(pipeline, devices);
+    const gpus = new Map(assigned.map(({ task, ...d }) => [task, d]));
     const tasks = graph.dag.order.map((t) => {
       const task = pipeline.tasks[t]!;
       const gpu = gpus.get(task.id);
@@ -171,7 +184,7 @@ export async function planCommand(file: string, options: PlanOptions): Promise<v
     const selected = describeSelection(selection, "Planning");
     if (selected !== null) await out.line(selected);
     for (const line of planSummary(pipeline, graph, masks)) await out.line(line);
-    const gpus = describeDevices(pipeline, devices);
+    const gpus = typeof devices === "string" ? [devices] : describeDevices(pipeline, devices);
     if (gpus.length > 0) { for (const line of ["", ...gpus]) await out.line(line); }
     if (explained !== null) {
       for (const line of explainSummary(explained, graph.dag.order)) await out.line(line);
