@@ -7,11 +7,12 @@
  * ~0.08 ms and encodes it in ~0.23 ms; the WebAssembly took 0.9-2.8 and 1.45 ms.
  *
  * Figures are medians of REPEATS timed runs after WARMUP untimed ones; "into out" decodes into
- * one reused buffer, "fresh" allocates the result. Under Bun, when Debian's libblosc is there,
- * the same calls through bun:ffi (blosc_decompress_ctx / blosc_compress_ctx, one thread, no
- * copy in or out) give the C library's own figure without Python around it: the alternative
- * docs/design/CODECS.md weighs against the TypeScript codec. Python is timed in one process with timeit,
- * with numcodecs' threads off (one thread, as a worker has) and on (its default: one per core).
+ * one reused buffer, "fresh" allocates the result. The "native" column is the same codec with
+ * the system's libblosc installed as workers get it (lib/runtime/blosc_native.ts: bun:ffi or
+ * Deno FFI, blosc_decompress_ctx / blosc_compress_ctx on one thread, the frame's sizes checked
+ * first, no copy in or out; BLOCKWISE_LIBBLOSC chooses the library, "-" when there is none).
+ * Python is timed in one process with timeit, with numcodecs' threads off (one thread, as a
+ * worker has) and on (its default: one per core).
  * The load average is printed before and after: the machine is shared.
  *
  *     bun bench/blosc.ts            (or: deno run -A bench/blosc.ts)
@@ -23,7 +24,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import process from "node:process";
-import { BloscCodec } from "../lib/zarr/blosc/codec.ts";
+import { loadNativeBlosc } from "../lib/runtime/blosc_native.ts";
+import { BloscCodec, type NativeBlosc, setNativeBlosc } from "../lib/zarr/blosc/codec.ts";
 
 const EDGE = 64;
 const WARMUP = 30;
@@ -162,65 +164,27 @@ json.dump(out, sys.stdout)
   return JSON.parse(r.stdout) as Record<string, number[]>;
 }
 
-const LIBBLOSC = "/usr/lib/x86_64-linux-gnu/libblosc.so.1";
-
-interface BloscFfi {
-  blosc_compress_ctx(
-    clevel: number,
-    shuffle: number,
-    typesize: number,
-    nbytes: number,
-    src: unknown,
-    dest: unknown,
-    destsize: number,
-    cname: unknown,
-    blocksize: number,
-    threads: number,
-  ): number;
-  blosc_decompress_ctx(src: unknown, dest: unknown, destsize: number, threads: number): number;
-}
-
-interface BunFfi {
-  dlopen(
-    path: string,
-    symbols: Record<string, { args: string[]; returns: string }>,
-  ): { symbols: BloscFfi };
-  ptr(view: Uint8Array): unknown;
-}
-
-/** libblosc through bun:ffi (decode, encode ms), or undefined when not under Bun or absent. */
-async function ffiFigures(config: Config, frame: Uint8Array, data: Uint8Array) {
-  if (!("bun" in process.versions) || !fs.existsSync(LIBBLOSC)) return undefined;
-  const ffi = (await import("bun:ffi" as string)) as BunFfi;
-  const lib = ffi.dlopen(LIBBLOSC, {
-    blosc_compress_ctx: {
-      args: ["i32", "i32", "u64", "u64", "ptr", "ptr", "u64", "ptr", "u64", "i32"],
-      returns: "i32",
-    },
-    blosc_decompress_ctx: { args: ["ptr", "ptr", "u64", "i32"], returns: "i32" },
-  }).symbols;
-  const out = new Uint8Array(data.length);
-  const dest = new Uint8Array(data.length + 16);
-  const cname = new TextEncoder().encode(`${config.cname}\0`);
-  const decodeMs = time(() =>
-    lib.blosc_decompress_ctx(ffi.ptr(frame), ffi.ptr(out), out.length, 1)
-  );
-  if (!out.every((v, i) => v === data[i])) throw new Error(`libblosc: ${config.cname} round trip`);
-  const encode = () =>
-    lib.blosc_compress_ctx(
-      config.clevel,
-      config.shuffle,
-      4,
-      data.length,
-      ffi.ptr(data),
-      ffi.ptr(dest),
-      dest.length,
-      ffi.ptr(cname),
-      0,
-      1,
-    );
-  const cbytes = encode();
-  return { decodeMs, encodeMs: time(encode), ratio: data.length / cbytes };
+/**
+ * The codec with the system's libblosc installed (lib/runtime/blosc_native.ts, as workers get
+ * it): decode into out / fresh, encode, ratio; undefined when no usable libblosc is found.
+ */
+function nativeFigures(impl: NativeBlosc | null, codec: BloscCodec, data: Uint8Array) {
+  if (impl === null) return undefined;
+  setNativeBlosc(impl);
+  try {
+    const frame = codec.encode(data);
+    const out = new Uint8Array(data.length);
+    const back = codec.decode(frame, out);
+    if (!back.every((v, i) => v === data[i])) throw new Error(`libblosc: round trip`);
+    return [
+      time(() => codec.decode(frame, out)),
+      time(() => codec.decode(frame)),
+      time(() => codec.encode(data)),
+      data.length / frame.length,
+    ];
+  } finally {
+    setNativeBlosc(null);
+  }
 }
 
 const f2 = (v: number | undefined) => v === undefined ? "-" : v.toFixed(2);
@@ -241,6 +205,8 @@ async function main() {
         : `deno ${process.versions["deno"] ?? "?"}`
     }`,
   );
+  const native = await loadNativeBlosc();
+  console.log(`native: ${native.description} (${native.reason})`);
   const rows: string[][] = [];
   const out = new Uint8Array(data.length);
   const figures = new Map<string, { ts: number[]; wasm: number[]; ffi: number[] | undefined }>();
@@ -253,11 +219,11 @@ async function main() {
     const decodeFresh = time(() => codec.decode(frame));
     const encode = time(() => codec.encode(data));
     const wasm = await wasmFigures(config, frame, data);
-    const ffi = await ffiFigures(config, frame, data);
+    const ffi = nativeFigures(native.impl, codec, data);
     figures.set(`${config.cname}-${config.shuffle}`, {
       ts: [decodeOut, decodeFresh, encode, data.length / frame.length],
       wasm: [wasm.decodeMs, wasm.encodeMs, wasm.ratio],
-      ffi: ffi && [ffi.decodeMs, ffi.encodeMs, ffi.ratio],
+      ffi,
     });
   }
   const py = python ? pythonFigures(folder) : {};
@@ -270,12 +236,12 @@ async function main() {
       `${config.cname} shuffle=${config.shuffle}`,
       `${f3(ts[0])} / ${f3(ts[1])}`,
       f3(ts[2]),
-      f3(ts[3]),
+      ffi && ffi[3] !== ts[3] ? `${f3(ts[3])} (native ${f3(ffi[3])})` : f3(ts[3]),
       `${f3(wasm[0])} / ${f3(wasm[1])}`,
       f3(wasm[2]),
       p ? `${f3(p[0])} / ${f3(p[1])}` : "-",
       p ? `${f3(p[3])} / ${f3(p[4])} (${p[5]} threads)` : "-",
-      ffi ? `${f3(ffi[0])} / ${f3(ffi[1])}` : "-",
+      ffi ? `${f3(ffi[0])} / ${f3(ffi[1])} / ${f3(ffi[2])}` : "-",
       p ? `${f3(p[2])} (${f2(100 * (ts[3]! / p[2]! - 1))} %)` : "-",
     ]);
   }
@@ -288,7 +254,7 @@ async function main() {
     "wasm ratio",
     "Python 1 thread decode / encode ms",
     "Python default",
-    "libblosc FFI decode / encode ms",
+    "native (libblosc) decode into out / fresh, encode ms",
     "Python ratio (TS vs it)",
   ];
   console.log(`| ${header.join(" | ")} |`);

@@ -33,6 +33,10 @@
  *                       [--binary PATH|sources] [--python /usr/bin/python3] [--keep]
  *   deno run -A bench/codecs.ts ...
  *
+ * Blosc runs through the system's libblosc where there is one (lib/runtime/blosc_native.ts), in
+ * the workers and in this process alike; `BLOCKWISE_LIBBLOSC=off bun bench/codecs.ts ...` times
+ * blockwise's TypeScript Blosc instead. The header line says which.
+ *
  * The scheduler is `--binary` (default: ./blockwise when it is newer than every source file,
  * else this runtime running main.ts). Timed writes, Python's and the pipelines', go to a new
  * folder in /dev/shm (a tmpfs: what is timed is the codecs and the file writes, not this
@@ -49,6 +53,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import process from "node:process";
 import { openArray } from "../lib/helpers/mod.ts";
+import { registerNativeCodecs } from "../lib/runtime/blosc_native.ts";
 
 const ROOT = path.resolve(import.meta.dirname ?? ".", "..");
 const ASSETS = path.join(ROOT, "bench", "codecs");
@@ -402,7 +407,9 @@ if (check.status !== 0) {
 }
 const [zarrVersion, numcodecsVersion] = check.stdout.trim().split(" ");
 
+const blosc = await registerNativeCodecs();
 const loadBefore = os.loadavg();
+console.log(`blosc: ${blosc.description} (${blosc.reason})`);
 console.log(
   `codecs: ${size}^3 float32 (${
     MB.toFixed(1)
