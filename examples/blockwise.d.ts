@@ -229,7 +229,8 @@ export interface Task<Context = unknown> {
   timeout?: number;
   /**
    * Resources one worker of this task holds, checked against the run's --resources budget,
-   * e.g. { cpu: 1, gpu: 1 }; default {}.
+   * e.g. { cpu: 1, gpu: 1 }; default {}. gpu: whole devices of its own per worker, named in
+   * its process's CUDA_VISIBLE_DEVICES (docs/guide/gpus.md).
    */
   requires?: Record<string, number>;
   /**
