@@ -7,7 +7,9 @@
  * cell holds several blocks, one with blocks that have no tracking cell; stores mapped and on
  * the fs fallback. Also: a change the map is not told of stays unseen (the frame is really
  * incremental), the first failed blocks are found in grid order, and a closed store is read as
- * any other.
+ * any other. The blocks carry GPU figures (issue 49), as the scheduler writes them: a frame has
+ * none of the report's metric layers, so it stays the pass's, while the full document (a pass
+ * under `run --serve` too) offers the GPU layers.
  */
 
 import { after, describe, it } from "node:test";
@@ -19,6 +21,7 @@ import { TaskLayout } from "../lib/blocks/mod.ts";
 import { errorsLogObserver, failedBlocks } from "../lib/outputs/errors_log.ts";
 import { forEachBlockRun } from "../lib/tracking/block_runs.ts";
 import { OUTPUTS_DELETED, OUTPUTS_PRESENT, TrackingStore } from "../lib/tracking/store.ts";
+import { GpuFigureWriter } from "../lib/tracking/gpu_figures.ts";
 import { positionOfIndex } from "../lib/tracking/grid_index.ts";
 import { LiveErrors } from "../lib/view/live_errors.ts";
 import { LiveStoreMap } from "../lib/view/live_map.ts";
@@ -117,6 +120,7 @@ class Ledger {
   readonly cells: number[] = [];
   readonly positions: number[] = [];
   readonly #errors;
+  readonly #gpu: GpuFigureWriter;
   #clock = 1_767_000_000_000;
   #attempts = new Map<number, number>();
 
@@ -133,6 +137,7 @@ class Ledger {
         this.cells.push(cell + i);
       }
     });
+    this.#gpu = GpuFigureWriter.of(store)!;
     this.#errors = errorsLogObserver({ storeOf: () => dir, runId: "run-1", now: NOW });
   }
 
@@ -141,6 +146,9 @@ class Ledger {
     const usage = new Float64Array([wall, wall * 0.8, 1e6 + wall * 1e3, 4096, 8192, 0, 0]);
     usage[5] = (sent + 5) / 1000;
     this.store.recordBlock(cell, sent, sent + 5, p % 3, usage);
+    // GPU figures as the scheduler's sampler writes them; every fourth block has none.
+    const recorded = p % 4 !== 0;
+    this.#gpu.write(cell, recorded ? 10 + (p % 9) * 10 : Number.NaN, recorded ? 2 ** 30 * p : 0);
   }
 
   /** A block succeeds (`TrackingSession.done`), then the observer hears of it. */
@@ -243,6 +251,14 @@ describe("the live map of run --serve", () => {
           }
           const { live } = ledger.frames();
           assert.ok(live.status.stores[0]!.failed > 0 && live.status.stores[0]!.done > 0);
+          assert.deepEqual(live.tasks[0]!.map.metrics, []);
+          // The full document is a pass, live map or not: it has the GPU layers and track.
+          const held = (dir: string) => (dir === ledger.map.path ? ledger.map : null);
+          const full = buildReport(ledger.dir, { maxCells: c.maxCells, now: NOW, held });
+          const names = full.tasks[0]!.map.metrics.map((m) => m.name);
+          assert.ok(names.includes("gpu_util_pct") && names.includes("gpu_mem_bytes"), `${names}`);
+          assert.ok(full.tasks[0]!.timeline!.gpu !== null);
+          assert.deepEqual(full, buildReport(ledger.dir, { maxCells: c.maxCells, now: NOW }));
         } finally {
           ledger.store.close();
         }

@@ -5,7 +5,10 @@
  *   the slowest block listed is the one whose process slept longest; no console error;
  * - the report of a million-block store (inlined compressed) opens with the same counts;
  * - `blockwise serve` during a run: the done count on the page rises and ends at the total;
- * - `run --serve`: the live panel lists running blocks, then says the run finished.
+ * - `run --serve`: the live panel lists running blocks, then says the run finished;
+ * - the report of a GPU task's store (scripted GPU figures, issue 49): the two GPU layers with
+ *   their colours and hover values, their distributions, the per-worker utilisation track with
+ *   its hover text, the slowest blocks' figures; a run without GPU figures offers no GPU layer.
  * Screenshots of each page go to test-screenshots/.
  */
 
@@ -20,8 +23,10 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Browser, Page } from "puppeteer-core";
 import { cantorNumber } from "../lib/blocks/mod.ts";
 import { makeSyntheticStore } from "../bench/report_stores.ts";
-import { BROWSER_TEST, launchChromium, watchPage } from "./helpers/chromium.ts";
-import { cellColor, counts, noProblems, shot } from "./helpers/page_probe.ts";
+import { BROWSER_TEST, hexOf, launchChromium, watchPage } from "./helpers/chromium.ts";
+import { cellColor, counts, hover, noProblems, shot } from "./helpers/page_probe.ts";
+import { gpuBlocks, NO_UTIL, writeGpuStore } from "./helpers/gpu_store.ts";
+import { viridis } from "../lib/view/client/colors.ts";
 import { pythonMissing } from "./fixtures/python_peer.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url));
@@ -120,6 +125,14 @@ describe("reports and dashboards of real runs, in Chromium", () => {
     }
     assert.equal(await cellColor(p, "grid", [2, 3]), FAILED);
     assert.equal(await cellColor(p, "grid", [0, 0]), DONE);
+    // No GPU figures in this run's ledger: no GPU layer, distribution or track.
+    const layers = await p.evaluate(() => globalThis.blockwiseReport!.layers("grid"));
+    assert.ok(layers.includes("wall_seconds") && !layers.some((l) => l.startsWith("gpu_")));
+    assert.equal(await p.$('[data-chart^="distribution:gpu_"]'), null);
+    assert.equal(
+      await p.$eval('[data-chart="gpu-track"]', (el) => (el as HTMLElement).hidden),
+      true,
+    );
     const slowest = await p.$eval(
       'section[data-task="grid"] [data-slowest-rank="1"]',
       (row) => Array.from(row.querySelectorAll("td"), (td) => td.textContent ?? ""),
@@ -224,6 +237,112 @@ describe("reports and dashboards of real runs, in Chromium", () => {
     noProblems(problems);
     await p.close();
   });
+
+  it(
+    "a GPU task's report: GPU layers, distributions and the utilisation track",
+    BROWSER_TEST,
+    async () => {
+      const dir = path.join(root, "gpu");
+      await writeGpuStore(path.join(dir, "trk", "predict"));
+      const blocks = gpuBlocks();
+      const made = cli(["report", "trk", "-o", "report.html"], dir);
+      assert.equal(made.code, 0, made.stderr);
+      const { page: p, problems } = await page(pathToFileURL(path.join(dir, "report.html")).href);
+      const task = "predict";
+      const layers = await p.evaluate(() => globalThis.blockwiseReport!.layers("predict"));
+      assert.deepEqual(layers.filter((l) => l.startsWith("gpu_")), [
+        "gpu_util_pct",
+        "gpu_mem_bytes",
+      ]);
+      const options = await p.$$eval(
+        'select[data-layer-select="predict"] option',
+        (els) => els.map((e) => e.textContent),
+      );
+      assert.ok(
+        options.includes("GPU utilisation %") && options.includes("GPU memory"),
+        `${options}`,
+      );
+      // Utilisation 20..80 %: block (1, 1) (80 %) at the top of the ramp, (0, 0) (20 %) at the
+      // bottom, (2, 2) (none recorded) in the no-value grey.
+      await p.select('select[data-layer-select="predict"]', "gpu_util_pct");
+      const coordsOf = (position: number) => [Math.floor(position / 3), position % 3];
+      assert.equal(blocks[4]!.util, 80);
+      assert.equal(await cellColor(p, task, coordsOf(4)), hexOf(viridis(1)));
+      assert.equal(await cellColor(p, task, [0, 0]), hexOf(viridis(0)));
+      assert.equal(await cellColor(p, task, coordsOf(NO_UTIL)), "#f0f0f0");
+      const legend = await p.$eval(
+        'section[data-task="predict"] .map-legend',
+        (el) => el.textContent,
+      );
+      assert.match(legend ?? "", /GPU utilisation %20%.*80%.*linear scale · 11 cells measured/);
+      assert.equal(blocks[2]!.util, 50);
+      const tip = await hover(p, task, coordsOf(2));
+      assert.match(tip, /GPU utilisation %≈ 50%/);
+      // Block (0, 0) has the least memory, the layer's low end: shown as it is.
+      assert.match(await hover(p, task, [0, 0]), /GPU utilisation %≈ 20%GPU memory≈ 2\.00 GiB/);
+      assert.match(await hover(p, task, coordsOf(NO_UTIL)), /GPU utilisation %no value/);
+      await p.$eval('section[data-task="predict"] .map-legend', (el) => el.scrollIntoView());
+      await shot(p, "report-gpu-util-layer", false);
+      await p.select('select[data-layer-select="predict"]', "gpu_mem_bytes");
+      assert.equal(await cellColor(p, task, coordsOf(11)), hexOf(viridis(1)), "4 GiB + 11 B");
+      assert.equal(await cellColor(p, task, coordsOf(10)), "#f0f0f0", "no memory figure");
+      // Their distributions, with the blocks counted.
+      for (const name of ["gpu_util_pct", "gpu_mem_bytes"]) {
+        assert.ok(await p.$(`[data-chart="distribution:${name}"]`), `${name}'s distribution`);
+      }
+      // The slowest blocks carry the exact figures.
+      const header = await p.$$eval(
+        'section[data-task="predict"] [data-slowest-rank="1"]',
+        (rows) =>
+          Array.from(rows[0]!.closest("table")!.querySelectorAll("th"), (th) => th.textContent),
+      );
+      assert.deepEqual(header.slice(7, 9), ["GPU", "GPU memory"]);
+      // The track: one lane per worker, its time-weighted utilisation in the note.
+      const note = await p.$eval(
+        'section[data-task="predict"] [data-gpu-track]',
+        (el) => el.textContent,
+      );
+      for (const w of [0, 1]) {
+        const of = blocks.filter((b) => b.worker === w && !Number.isNaN(b.util));
+        const mean = of.reduce((a, b) => a + b.util * b.wall, 0) /
+          of.reduce((a, b) => a + b.wall, 0);
+        assert.ok(note?.includes(`worker ${w} ${Number(mean.toFixed(1))}%`), `${note} (${mean})`);
+      }
+      const track = 'section[data-task="predict"] [data-chart="gpu-track"]';
+      assert.equal(await p.$eval(track, (el) => (el as HTMLElement).hidden), false);
+      // Hover block 0 (worker 0, the first 0.5 s of about 5.1 s, 20 %): its figures.
+      const box = await p.$eval(track, (el) => {
+        el.scrollIntoView({ block: "center" });
+        const r = el.getBoundingClientRect();
+        return { x: r.left, y: r.top, w: r.width, h: r.height };
+      });
+      const plot = { left: 88, right: 20, top: 16, bottom: 64 };
+      const laneHeight = (box.h - plot.top - plot.bottom) / 2;
+      const span = blocks.reduce((a, b) => Math.max(a, b.start + b.wall + 0.01), 0) -
+        blocks[0]!.start;
+      await p.mouse.move(
+        box.x + plot.left + ((0.25 / span) * (box.w - plot.left - plot.right)),
+        box.y + plot.top + laneHeight * 1.6, // lane 0 is the lower one, its bar rises from below
+      );
+      await p.waitForFunction(
+        (sel: string) => /GPU utilisation 20%/.test(document.querySelector(sel)?.textContent ?? ""),
+        { timeout: 5_000 },
+        track,
+      );
+      const hoverText = await p.$eval(track, (el) => el.textContent ?? "");
+      assert.match(hoverText, /worker 0/);
+      assert.match(hoverText, /GPU memory 2\.00 GiB \(2,147,483,648 B\)/);
+      await shot(p, "report-gpu-track", false);
+      await p.$eval(
+        'section[data-task="predict"] [data-part="distributions"]',
+        (el) => el.scrollIntoView(),
+      );
+      await shot(p, "report-gpu-distributions", false);
+      await shot(p, "report-gpu");
+      noProblems(problems);
+      await p.close();
+    },
+  );
 
   it("serve during a run: the done count rises and ends at the total", BROWSER_TEST, async () => {
     const dir = folderWith("serve", pipeline([20, 10], "40"));

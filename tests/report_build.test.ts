@@ -4,8 +4,10 @@
  * `status --json`; the block map marks the failed and done blocks where they are; the slowest
  * block is the one that slept longest; failures are grouped by message; the timeline and the
  * distributions count the blocks measured; a frame carries the same states without metrics;
- * a map downsampled to a few cells aggregates exactly what its blocks say. Also `blockwise
- * report` itself: the file written and its refusals.
+ * a map downsampled to a few cells aggregates exactly what its blocks say. A store with scripted
+ * GPU figures (written as the scheduler writes them) has the two GPU layers, distributions, the
+ * timeline's figures and the slowest blocks' with the exact values; one without has none. Also
+ * `blockwise report` itself: the file written and its refusals.
  */
 
 import { after, before, describe, it } from "node:test";
@@ -22,6 +24,7 @@ import { cellShapeFor } from "../lib/view/map_build.ts";
 import { lastErrorsOf } from "../lib/outputs/errors_log.ts";
 import { distribution } from "../lib/view/block_stats.ts";
 import { userStack } from "../lib/view/stack_frames.ts";
+import { type GpuBlock, gpuBlocks, writeGpuStore } from "./helpers/gpu_store.ts";
 import {
   CELL_DONE,
   CELL_FAILED,
@@ -178,6 +181,16 @@ describe("the report's document", () => {
       "failures",
     ]);
     assert.ok(task.map.workers !== null);
+    // No GPU figures in this run's ledger (NaN and 0): no GPU layer, distribution or track.
+    assert.deepEqual(task.distributions.map((d) => d.name), [
+      "wall_seconds",
+      "cpu_seconds",
+      "peak_rss_bytes",
+      "io_read_bytes",
+      "io_write_bytes",
+    ]);
+    assert.equal(task.timeline!.gpu, null);
+    assert.ok(task.slowest.every((b) => b.gpu_util_pct === null && b.gpu_mem_bytes === null));
   });
 
   it("quantises a metric so that the slowest block has the top value", () => {
@@ -298,6 +311,149 @@ export default { tasks: [{
       runs.map((run) => [run.blocks_completed, run.blocks_skipped, run.blocks_failed]),
       [[10, 0, 0], [10, 10, 0]],
     );
+  });
+});
+
+// Issue 49 item 3: the GPU figures as map layers, distributions and a track per worker.
+describe("a store with GPU figures", () => {
+  let blocks: GpuBlock[] = [];
+  let gpu: TaskView;
+  const bytesOf = (t: TaskView, name: string) => {
+    const layer = t.map.metrics.find((m) => m.name === name)!;
+    return { layer, bytes: new Uint8Array(Buffer.from(layer.values, "base64")) };
+  };
+  const level = (v: number, lo: number, hi: number) => 1 + Math.round((254 * (v - lo)) / (hi - lo));
+  const hasUtil = (b: GpuBlock) => !Number.isNaN(b.util);
+
+  before(async () => {
+    const dir = path.join(root, "gpu", "predict");
+    blocks = await writeGpuStore(dir);
+    gpu = buildReport(dir).tasks[0]!;
+  });
+
+  it("offers the two GPU layers, with each block's exact figure", () => {
+    assert.deepEqual(task.map.metrics.map((m) => m.name).includes("gpu_util_pct"), false);
+    assert.deepEqual(gpu.map.metrics.map((m) => m.name), [
+      "wall_seconds",
+      "cpu_seconds",
+      "peak_rss_bytes",
+      "io_read_bytes",
+      "io_write_bytes",
+      "gpu_util_pct",
+      "gpu_mem_bytes",
+      "returned_at",
+      "failures",
+    ]);
+    const util = bytesOf(gpu, "gpu_util_pct");
+    assert.deepEqual(
+      { unit: util.layer.unit, aggregate: util.layer.aggregate, scale: util.layer.scale },
+      { unit: "percent", aggregate: "mean", scale: "linear" },
+    );
+    assert.deepEqual([util.layer.lo, util.layer.hi, util.layer.measured_cells], [20, 80, 11]);
+    assert.deepEqual(
+      [...util.bytes],
+      blocks.map((b) => (hasUtil(b) ? level(b.util, 20, 80) : 0)),
+    );
+    const mem = bytesOf(gpu, "gpu_mem_bytes");
+    const mems = blocks.map((b) => b.mem).filter((m) => m > 0);
+    const [lo, hi] = [Math.min(...mems), Math.max(...mems)];
+    assert.deepEqual([mem.layer.lo, mem.layer.hi, mem.layer.measured_cells], [lo, hi, 10]);
+    assert.equal(hi, 4 * 2 ** 31 + 11, "both words of the uint64");
+    assert.deepEqual(
+      { unit: mem.layer.unit, aggregate: mem.layer.aggregate, scale: mem.layer.scale },
+      { unit: "bytes", aggregate: "max", scale: "linear" },
+    );
+    assert.deepEqual([...mem.bytes], blocks.map((b) => (b.mem > 0 ? level(b.mem, lo, hi) : 0)));
+  });
+
+  it("gives their distributions over the blocks with a figure", () => {
+    const byName = new Map(gpu.distributions.map((d) => [d.name, d]));
+    const util = byName.get("gpu_util_pct")!;
+    const utils = blocks.filter(hasUtil).map((b) => b.util).sort((a, b) => a - b);
+    assert.equal(util.unit, "percent");
+    assert.deepEqual([util.count, util.min, util.median, util.max], [11, 20, utils[5], 80]);
+    assert.equal(util.mean, utils.reduce((a, b) => a + b, 0) / 11);
+    assert.equal(util.histogram.counts.reduce((a, b) => a + b, 0), 11);
+    // 20, 35, 50, 65 and 80 fall in bins 0, 10, 20, 30 and 39 (the last bin is closed).
+    const counts = util.histogram.counts;
+    for (const [bin, value] of [[0, 20], [10, 35], [20, 50], [30, 65], [39, 80]] as const) {
+      assert.equal(counts[bin], utils.filter((u) => u === value).length, `bin of ${value}%`);
+    }
+    const mem = byName.get("gpu_mem_bytes")!;
+    assert.deepEqual([mem.unit, mem.count], ["bytes", 10]);
+    assert.equal(mem.max, 4 * 2 ** 31 + 11);
+    assert.equal(mem.histogram.counts.reduce((a, b) => a + b, 0), 10);
+    assert.equal(byName.get("wall_seconds")!.count, 12);
+  });
+
+  it("gives the timeline each bar's figures and each worker's utilisation", () => {
+    const t = gpu.timeline!;
+    assert.deepEqual(t.workers, [0, 1]);
+    assert.equal(t.bars.length, 12);
+    const g = t.gpu!;
+    t.bars.forEach(([lane, start, end, position], k) => {
+      const b = blocks[position]!;
+      assert.equal(t.workers[lane], b.worker);
+      assert.ok(Math.abs(start - (b.start - t.t0)) < 1e-6 && Math.abs(end - start - b.wall) < 1e-6);
+      assert.equal(g.util_pct[k], hasUtil(b) ? b.util : null, `bar of block ${position}`);
+      assert.equal(g.mem_bytes[k], b.mem > 0 ? b.mem : null, `bar of block ${position}`);
+    });
+    for (const w of [0, 1]) {
+      const of = blocks.filter((b) => b.worker === w && hasUtil(b));
+      const mean = of.reduce((a, b) => a + b.util * b.wall, 0) /
+        of.reduce((a, b) => a + b.wall, 0);
+      assert.ok(Math.abs(g.worker_util_pct[w]! - mean) < 0.006, `worker ${w}: ${mean}`);
+    }
+  });
+
+  it("lists the slowest blocks' exact figures", () => {
+    assert.equal(gpu.slowest.length, 12);
+    for (const d of gpu.slowest) {
+      const b = blocks[d.position]!;
+      assert.equal(d.gpu_util_pct, hasUtil(b) ? b.util : null);
+      assert.equal(d.gpu_mem_bytes, b.mem > 0 ? b.mem : null);
+    }
+  });
+
+  it("aggregates a cell of several blocks: mean utilisation, largest memory", () => {
+    const small = buildReport(path.join(root, "gpu", "predict"), { maxCells: 4 }).tasks[0]!;
+    const [c0, c1] = small.map.cell_shape;
+    const [n0, n1] = small.map.shape;
+    assert.ok(c0! * c1! > 1, `cells of ${small.map.cell_shape}`);
+    const utilOf: (number | null)[] = [];
+    const memOf: (number | null)[] = [];
+    for (let i = 0; i < n0!; i++) {
+      for (let j = 0; j < n1!; j++) {
+        const of = blocks.filter((b) =>
+          Math.floor(Math.floor(b.position / 3) / c0!) === i &&
+          Math.floor((b.position % 3) / c1!) === j
+        );
+        const u = of.filter(hasUtil);
+        utilOf.push(u.length ? u.reduce((a, b) => a + b.util, 0) / u.length : null);
+        const m = of.filter((b) => b.mem > 0).map((b) => b.mem);
+        memOf.push(m.length ? Math.max(...m) : null);
+      }
+    }
+    for (const [name, values] of [["gpu_util_pct", utilOf], ["gpu_mem_bytes", memOf]] as const) {
+      const { layer, bytes } = bytesOf(small, name);
+      const present = values.filter((v): v is number => v !== null);
+      const [lo, hi] = [Math.min(...present), Math.max(...present)];
+      assert.deepEqual([layer.lo, layer.hi], [lo, hi], name);
+      assert.deepEqual([...bytes], values.map((v) => (v === null ? 0 : level(v, lo, hi))), name);
+    }
+  });
+
+  it("a store whose GPU arrays keep their fills has no GPU layer, distribution or track", async () => {
+    const dir = path.join(root, "gpu-none", "predict");
+    await writeGpuStore(dir, { gpu: false });
+    const none = buildReport(dir).tasks[0]!;
+    const names = none.map.metrics.map((m) => m.name);
+    assert.ok(!names.includes("gpu_util_pct") && !names.includes("gpu_mem_bytes"), `${names}`);
+    assert.ok(none.distributions.every((d) => !d.name.startsWith("gpu_")));
+    assert.equal(none.distributions.length, 5);
+    assert.equal(none.timeline!.gpu, null);
+    assert.equal(none.timeline!.bars.length, gpuBlocks().length);
+    assert.ok(none.slowest.every((b) => b.gpu_util_pct === null && b.gpu_mem_bytes === null));
   });
 });
 

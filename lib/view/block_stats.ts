@@ -15,11 +15,13 @@
 import type { TaskLayout } from "../blocks/mod.ts";
 import { blockIdToJson } from "../blocks/mod.ts";
 import { WORKER_NONE } from "../tracking/arrays.ts";
+import { float32Figure, GpuStats } from "./gpu_stats.ts";
 import {
   type BlockDetail,
   type Distribution,
   MAX_TIMELINE_BARS,
   type MetricName,
+  type MetricUnit,
   type Timeline,
   type TimelineBar,
 } from "./report_data.ts";
@@ -34,6 +36,8 @@ export interface ResourceWindow {
   readonly worker: Uint32Array;
   readonly sent: Float64Array;
   readonly returned: Float64Array;
+  readonly gpuUtil: Float32Array;
+  readonly gpuMem: Uint32Array;
   /** `finished_at` (absent from stores made before it). */
   readonly finished: Float64Array | null;
 }
@@ -63,6 +67,18 @@ interface Measured {
   readonly worker: number;
   readonly sent: number;
   readonly returned: number;
+  readonly gpuUtil: number;
+  readonly gpuMem: number;
+}
+
+interface Bar {
+  readonly worker: number;
+  readonly start: number;
+  readonly end: number;
+  readonly position: number;
+  /** NaN and 0: not recorded. */
+  readonly gpuUtil: number;
+  readonly gpuMem: number;
 }
 
 const u64 = (pairs: Uint32Array, i: number) => pairs[2 * i]! + pairs[2 * i + 1]! * 4294967296;
@@ -80,7 +96,9 @@ export class BlockStats {
   /** Blocks running through whole bins, as differences; and parts of bins, in bin widths. */
   readonly #runningDiff = new Float64Array(TIMELINE_BINS + 1);
   readonly #runningPart = new Float64Array(TIMELINE_BINS);
-  readonly #bars: { worker: number; start: number; end: number; position: number }[] = [];
+  readonly #bars: Bar[] = [];
+  readonly #gpu: GpuStats;
+  #gpuBars = 0;
   readonly #workers = new Set<number>();
   #timed = 0;
   #seed = 1;
@@ -90,6 +108,7 @@ export class BlockStats {
     this.#stride = Math.max(1, Math.ceil(blockCount / SAMPLE_LIMIT));
     const size = Math.min(blockCount, SAMPLE_LIMIT);
     this.#samples = DISTRIBUTED.map(() => new Float64Array(size));
+    this.#gpu = new GpuStats(size);
     this.#t0 = t0;
     this.#binWidth = Number.isFinite(t1 - t0) && t1 > t0 ? (t1 - t0) / TIMELINE_BINS : 0;
   }
@@ -104,6 +123,7 @@ export class BlockStats {
       this.#samples[2]![s] = u64(w.rss, i);
       this.#samples[3]![s] = u64(w.ioRead, i);
       this.#samples[4]![s] = u64(w.ioWrite, i);
+      this.#gpu.sample(s, w.gpuUtil[i]!, u64(w.gpuMem, i));
     }
     if (wall > this.#slowestFloor || this.#slowest.length < SLOWEST) {
       this.#keepSlow(this.#measured(position, w, i, failures, done));
@@ -128,6 +148,8 @@ export class BlockStats {
       worker: w.worker[i]!,
       sent: w.sent[i]!,
       returned: w.returned[i]!,
+      gpuUtil: w.gpuUtil[i]!,
+      gpuMem: u64(w.gpuMem, i),
     };
   }
 
@@ -166,14 +188,25 @@ export class BlockStats {
       this.#runningDiff[last]!--;
     }
     if (worker !== WORKER_NONE && this.#workers.size < 0xfffe) this.#workers.add(worker);
-    const bar = { worker, start: start - this.#t0, end: end - this.#t0, position };
+    const gpuUtil = w.gpuUtil[i]!;
+    const gpuMem = u64(w.gpuMem, i);
+    this.#gpu.time(worker, gpuUtil, end - start);
+    const bar = { worker, start: start - this.#t0, end: end - this.#t0, position, gpuUtil, gpuMem };
     const seen = ++this.#timed;
     if (this.#bars.length < MAX_TIMELINE_BARS) {
-      this.#bars.push(bar);
+      this.#keepBar(this.#bars.length, bar);
     } else {
       const j = Math.floor(this.#random() * seen);
-      if (j < MAX_TIMELINE_BARS) this.#bars[j] = bar;
+      if (j < MAX_TIMELINE_BARS) this.#keepBar(j, bar);
     }
+  }
+
+  /** Bar `j` of the sample becomes `bar` (counting the bars with a GPU figure). */
+  #keepBar(j: number, bar: Bar): void {
+    const gpu = (b: Bar | undefined) =>
+      b !== undefined && (b.gpuUtil === b.gpuUtil || b.gpuMem > 0);
+    this.#gpuBars += (gpu(bar) ? 1 : 0) - (gpu(this.#bars[j]) ? 1 : 0);
+    this.#bars[j] = bar;
   }
 
   /** A fixed-seed generator (mulberry32): the same store always gives the same sample. */
@@ -186,9 +219,12 @@ export class BlockStats {
 
   distributions(): Distribution[] {
     if (this.#sampled === 0) return [];
-    return DISTRIBUTED.map(({ name, unit }, k) =>
-      distribution(name, unit, this.#samples[k]!.subarray(0, this.#sampled))
-    );
+    return [
+      ...DISTRIBUTED.map(({ name, unit }, k) =>
+        distribution(name, unit, this.#samples[k]!.subarray(0, this.#sampled))
+      ),
+      ...this.#gpu.distributions(this.#sampled, distribution),
+    ];
   }
 
   slowest(layout: TaskLayout): BlockDetail[] {
@@ -221,6 +257,13 @@ export class BlockStats {
       blocks: this.#timed,
       completed,
       running,
+      gpu: this.#gpuBars === 0 ? null : {
+        util_pct: this.#bars.map((
+          b,
+        ) => (b.gpuUtil === b.gpuUtil ? float32Figure(b.gpuUtil) : null)),
+        mem_bytes: this.#bars.map((b) => (b.gpuMem > 0 ? b.gpuMem : null)),
+        worker_util_pct: this.#gpu.workerUtil(workers),
+      },
     };
   }
 }
@@ -269,6 +312,8 @@ function blockDetail(layout: TaskLayout, m: Measured): BlockDetail {
     peak_rss_bytes: m.rss,
     io_read_bytes: m.ioRead,
     io_write_bytes: m.ioWrite,
+    gpu_util_pct: m.gpuUtil === m.gpuUtil ? float32Figure(m.gpuUtil) : null,
+    gpu_mem_bytes: m.gpuMem > 0 ? m.gpuMem : null,
     worker_id: m.worker === WORKER_NONE ? null : m.worker,
     sent_at: orNull(m.sent),
     returned_at: orNull(m.returned),
@@ -325,7 +370,7 @@ function quantile(a: Float64Array, q: number): number {
 
 export function distribution(
   name: MetricName,
-  unit: Distribution["unit"],
+  unit: MetricUnit,
   values: Float64Array,
 ): Distribution {
   // A plain loop, not `filter`: a callback per value is slow on some engines.

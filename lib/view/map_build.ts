@@ -40,7 +40,27 @@ const RESOURCE_ARRAYS = [
   "worker_id",
   "sent_at",
   "returned_at",
+  "gpu_util_pct",
+  "gpu_mem_bytes",
 ] as const;
+
+/**
+ * Per-cell GPU figures, made at the first block with one (a store without GPU figures costs
+ * nothing): utilisation summed over the blocks that have it, and the largest device memory.
+ */
+class GpuCells {
+  readonly util: Float64Array;
+  readonly utilBlocks: Uint32Array;
+  readonly mem: Float64Array;
+  readonly memBlocks: Uint32Array;
+
+  constructor(cells: number) {
+    this.util = new Float64Array(cells);
+    this.utilBlocks = new Uint32Array(cells);
+    this.mem = new Float64Array(cells);
+    this.memBlocks = new Uint32Array(cells);
+  }
+}
 
 /** Per-cell accumulators of the resource arrays (full reports only). */
 class ResourceCells {
@@ -53,6 +73,7 @@ class ResourceCells {
   readonly returned: Float64Array;
   readonly worker: Uint16Array;
   readonly workers = new Set<number>();
+  gpu: GpuCells | null = null;
 
   constructor(cells: number) {
     this.measured = new Uint32Array(cells);
@@ -76,6 +97,19 @@ class ResourceCells {
     this.ioWrite[c]! += w.ioWrite[2 * i]! + w.ioWrite[2 * i + 1]! * 4294967296;
     const returned = w.returned[i]!;
     if (returned === returned && !(returned <= this.returned[c]!)) this.returned[c] = returned;
+    const util = w.gpuUtil[i]!;
+    const mem = w.gpuMem[2 * i]! + w.gpuMem[2 * i + 1]! * 4294967296;
+    if (util === util || mem > 0) {
+      const gpu = (this.gpu ??= new GpuCells(this.measured.length));
+      if (util === util) {
+        gpu.util[c]! += util;
+        gpu.utilBlocks[c]!++;
+      }
+      if (mem > 0) {
+        gpu.memBlocks[c]!++;
+        if (mem > gpu.mem[c]!) gpu.mem[c] = mem;
+      }
+    }
     const worker = w.worker[i]!;
     if (worker !== WORKER_NONE) {
       if (this.worker[c] === 0xffff && worker < 0xffff) this.worker[c] = worker;
@@ -196,26 +230,36 @@ function resourceWindow(
     worker: u32(views[5]!, 1),
     sent: f64(views[6]!),
     returned: f64(views[7]!),
-    finished: finished ? f64(views[8]!) : null,
+    gpuUtil: f32(views[8]!),
+    gpuMem: u32(views[9]!, 2),
+    finished: finished ? f64(views[10]!) : null,
   };
 }
 
 function resourceLayers(r: ResourceCells): MetricLayer[] {
   const n = r.measured;
-  return [
+  const gpu = r.gpu;
+  const layers = [
     quantise("wall_seconds", "s", "mean", r.wall, n, true),
     quantise("cpu_seconds", "s", "mean", r.cpu, n, true),
     quantise("peak_rss_bytes", "bytes", "max", r.rss, n, false),
     quantise("io_read_bytes", "bytes", "mean", r.ioRead, n, true),
     quantise("io_write_bytes", "bytes", "mean", r.ioWrite, n, true),
-    quantise("returned_at", "epoch_s", "max", r.returned, n, false),
   ];
+  // Each GPU layer only when some block has its figure: a task without GPUs is offered none.
+  if (gpu !== null) {
+    const util = quantise("gpu_util_pct", "percent", "mean", gpu.util, gpu.utilBlocks, true);
+    const mem = quantise("gpu_mem_bytes", "bytes", "max", gpu.mem, gpu.memBlocks, false);
+    layers.push(...[util, mem].filter((layer) => layer.measured_cells > 0));
+  }
+  layers.push(quantise("returned_at", "epoch_s", "max", r.returned, n, false));
+  return layers;
 }
 
 /**
  * One byte per cell: 0 = no value (no block measured, `counts[c] === 0`), else `1 + k`, k in
  * 0..254 along `lo .. hi`. A log scale when the values span more than two decades and are all
- * positive (seconds and bytes usually do); epoch times and counts stay linear.
+ * positive (seconds and bytes usually do); epoch times, counts and percentages stay linear.
  */
 function quantise(
   name: MetricName,
@@ -241,7 +285,7 @@ function quantise(
     }
   }
   if (measured === 0) lo = hi = 0;
-  const log = unit !== "epoch_s" && unit !== "count" && lo > 0 && hi / lo > 100;
+  const log = (unit === "s" || unit === "bytes") && lo > 0 && hi / lo > 100;
   const bytes = new Uint8Array(cells);
   const span = log ? Math.log(hi / lo) : hi - lo;
   for (let c = 0; c < cells; c++) {

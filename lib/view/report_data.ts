@@ -114,7 +114,11 @@ export interface BlockMap {
   readonly cell_shape: readonly number[];
   readonly shape: readonly number[];
   readonly state: StateLayer;
-  /** One per resource array present (plus `failures`, always), in a fixed order. */
+  /**
+   * One per resource array present (plus `failures`, always), in a fixed order. The GPU layers
+   * (`gpu_util_pct`, `gpu_mem_bytes`) only when some block has that figure recorded (a number,
+   * a byte count above 0): a store of a task without GPUs has none.
+   */
   readonly metrics: readonly MetricLayer[];
   /** Worker numbers (`worker_id`), or null without resource tracking. */
   readonly workers: WorkerLayer | null;
@@ -146,13 +150,20 @@ export type MetricName =
   | "peak_rss_bytes"
   | "io_read_bytes"
   | "io_write_bytes"
+  | "gpu_util_pct"
+  | "gpu_mem_bytes"
   | "failures"
   | "returned_at";
 
+/**
+ * "s" (seconds), "bytes", "count", "epoch_s" (a time, seconds since 1970), or "percent"
+ * (0..100).
+ */
+export type MetricUnit = "s" | "bytes" | "count" | "epoch_s" | "percent";
+
 export interface MetricLayer {
   readonly name: MetricName;
-  /** "s" (seconds), "bytes", "count", or "epoch_s" (a time, seconds since 1970). */
-  readonly unit: "s" | "bytes" | "count" | "epoch_s";
+  readonly unit: MetricUnit;
   /** How a cell of several blocks aggregates its blocks' values. */
   readonly aggregate: "mean" | "max" | "sum";
   /**
@@ -174,10 +185,13 @@ export interface WorkerLayer {
   readonly workers: readonly number[];
 }
 
-/** One resource array's distribution over the blocks measured. */
+/**
+ * One resource array's distribution over the blocks measured; the GPU arrays' over the blocks
+ * with that figure recorded, and only when there is one.
+ */
 export interface Distribution {
   readonly name: MetricName;
-  readonly unit: "s" | "bytes" | "count" | "epoch_s";
+  readonly unit: MetricUnit;
   readonly count: number;
   readonly min: number;
   readonly q1: number;
@@ -208,6 +222,9 @@ export interface BlockDetail {
   readonly peak_rss_bytes: number | null;
   readonly io_read_bytes: number | null;
   readonly io_write_bytes: number | null;
+  /** Device utilisation (mean over the block) and the process's peak device memory. */
+  readonly gpu_util_pct: number | null;
+  readonly gpu_mem_bytes: number | null;
   readonly worker_id: number | null;
   /** Seconds since 1970 (scheduler clock). */
   readonly sent_at: number | null;
@@ -236,6 +253,20 @@ export interface Timeline {
    * blocks ran in the bin over its width), `t` its middle.
    */
   readonly running: readonly (readonly [number, number])[];
+  /** The GPU figures of the bars, or null when no block of the task has one recorded. */
+  readonly gpu: TimelineGpu | null;
+}
+
+export interface TimelineGpu {
+  /** Per bar (same order as `bars`): its block's `gpu_util_pct`, null when not recorded. */
+  readonly util_pct: readonly (number | null)[];
+  /** Per bar: its block's `gpu_mem_bytes`, null when not recorded (0). */
+  readonly mem_bytes: readonly (number | null)[];
+  /**
+   * Per worker (same order as `workers`): its device utilisation, the mean over every block
+   * (not only the bars) with a figure weighted by the time the block ran; null without one.
+   */
+  readonly worker_util_pct: readonly (number | null)[];
 }
 
 export const MAX_TIMELINE_BARS = 4000;

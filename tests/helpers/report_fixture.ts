@@ -279,6 +279,8 @@ export function buildTask(spec: TaskSpec): BuiltTask {
     peak_rss_bytes: b.rss,
     io_read_bytes: b.read,
     io_write_bytes: b.written,
+    gpu_util_pct: null,
+    gpu_mem_bytes: null,
     worker_id: b.worker,
     sent_at: b.sent,
     returned_at: b.returned,
@@ -305,6 +307,7 @@ export function buildTask(spec: TaskSpec): BuiltTask {
       const t = ((t1 - T0) * i) / 49;
       return [t, timed.filter((b) => b.sent! - T0 <= t && b.returned! - T0 > t).length] as const;
     }),
+    gpu: null,
   };
   const failedBlocks = blocks.filter((b) => b.state === "failed");
   const messageOf = spec.message ??

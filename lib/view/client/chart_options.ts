@@ -13,14 +13,15 @@ import {
 import { STATE_COLORS } from "./colors.ts";
 import { blockIndex, cantorId, coordsOf, formatCoords } from "./decode.ts";
 import {
-  clockTime,
   formatAxisValue,
   formatCount,
   formatIso,
   formatSeconds,
   formatValue,
   metricLabel,
+  timeAxisLabel,
 } from "./format.ts";
+import { gpuLines } from "./gpu_track.ts";
 
 const BASE = { textStyle: { fontFamily: FONT }, animation: false } as const;
 
@@ -180,16 +181,6 @@ export function distributionOption(d: Distribution): ChartOption {
 }
 
 /**
- * Labels of a time axis: clock times, or seconds after the start when the whole span is short
- * (ticks less than a second apart would all read the same clock time).
- */
-function timeAxisLabel(t0: number, span: number): (v: number) => string {
-  const start = clockTime(new Date(t0 * 1000));
-  if (span < 30) return (v: number) => (v <= 0 ? start : `+${formatSeconds(v)}`);
-  return (v: number) => clockTime(new Date((t0 + v) * 1000));
-}
-
-/**
  * One lane per worker, a bar per block from when it was sent to when it returned, coloured by
  * `colorOf(position)` (the block's state now).
  */
@@ -232,6 +223,7 @@ export function timelineOption(
           `${label(v[1] ?? 0)} → ${label(v[2] ?? 0)} (${
             escapeHtml(formatSeconds((v[2] ?? 0) - (v[1] ?? 0)))
           })`,
+          ...gpuLines(timeline.gpu, (p as { dataIndex?: number }).dataIndex ?? 0).map(escapeHtml),
         ].join("<br>");
       },
     },

@@ -28,8 +28,9 @@ export function formatSeconds(seconds: number): string {
   const s = Math.abs(seconds);
   const sign = seconds < 0 ? "-" : "";
   if (s === 0) return "0 s";
-  if (s < 1e-3) return `${sign}${(s * 1e6).toPrecision(3)} µs`;
-  if (s < 1) return `${sign}${(s * 1e3).toPrecision(3)} ms`;
+  // Below 999.5 of a unit: 0.00099999 s is "1.00 ms", not "1.00e+3 µs".
+  if (s < 9.995e-4) return `${sign}${(s * 1e6).toPrecision(3)} µs`;
+  if (s < 0.9995) return `${sign}${(s * 1e3).toPrecision(3)} ms`;
   if (s < 60) return `${sign}${s < 10 ? s.toFixed(2) : s.toFixed(1)} s`;
   const total = Math.round(s);
   const d = Math.floor(total / 86400);
@@ -86,7 +87,15 @@ export function formatValue(value: number | null, unit: Unit): string {
       return Math.abs(value - Math.round(value)) < 1e-9
         ? formatCount(Math.round(value))
         : value.toPrecision(3);
+    case "percent":
+      return formatPercentValue(value);
   }
+}
+
+/** 37.5 → "37.5%", 37.4996 → "37.5%", 100 → "100%". */
+export function formatPercentValue(value: number): string {
+  if (!Number.isFinite(value)) return "–";
+  return `${Number(value.toFixed(1))}%`;
 }
 
 /** A short axis label for a value (no seconds-to-hours breakdown, no date for times). */
@@ -100,6 +109,8 @@ export function formatAxisValue(value: number, unit: Unit): string {
       return clockTime(new Date(value * 1000));
     case "count":
       return formatCount(value);
+    case "percent":
+      return formatPercentValue(value);
   }
 }
 
@@ -109,6 +120,8 @@ const METRIC_LABELS: Record<string, string> = {
   peak_rss_bytes: "peak RSS",
   io_read_bytes: "I/O read",
   io_write_bytes: "I/O written",
+  gpu_util_pct: "GPU utilisation %",
+  gpu_mem_bytes: "GPU memory",
   failures: "failed attempts",
   returned_at: "returned at",
 };
@@ -127,4 +140,14 @@ export function formatPercent(fraction: number): string {
 export function baseName(path: string): string {
   const parts = path.split(/[\\/]+/).filter((p) => p !== "");
   return parts[parts.length - 1] ?? path;
+}
+
+/**
+ * Labels of a time axis: clock times, or seconds after the start when the whole span is short
+ * (ticks less than a second apart would all read the same clock time).
+ */
+export function timeAxisLabel(t0: number, span: number): (v: number) => string {
+  const start = clockTime(new Date(t0 * 1000));
+  if (span < 30) return (v: number) => (v <= 0 ? start : `+${formatSeconds(v)}`);
+  return (v: number) => clockTime(new Date((t0 + v) * 1000));
 }

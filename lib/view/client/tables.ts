@@ -3,7 +3,13 @@
 import type { BlockDetail, FailureView, RunningBlock, RunView, TaskView } from "../report_data.ts";
 import { formatCoords, formatRoi } from "./decode.ts";
 import { type Child, h, pre, table } from "./dom.ts";
-import { formatBytes, formatCount, formatIso, formatSeconds } from "./format.ts";
+import {
+  formatBytes,
+  formatCount,
+  formatIso,
+  formatPercentValue,
+  formatSeconds,
+} from "./format.ts";
 
 const dash = "–";
 
@@ -58,8 +64,20 @@ export function slowestTable(
   if (slowest.length === 0) {
     return h("p", { class: "muted" }, "No block timings (no resource tracking, or none ran).");
   }
+  // GPU columns only when a listed block has a GPU figure.
+  const gpu = slowest.some((b) => b.gpu_util_pct != null || b.gpu_mem_bytes != null);
   const el = table(
-    ["rank", "block ID", "index", "write ROI", "wall", "CPU", "peak RSS", "worker"],
+    [
+      "rank",
+      "block ID",
+      "index",
+      "write ROI",
+      "wall",
+      "CPU",
+      "peak RSS",
+      ...(gpu ? ["GPU", "GPU memory"] : []),
+      "worker",
+    ],
     slowest.map((b, i) => [
       String(i + 1),
       String(b.id),
@@ -68,6 +86,9 @@ export function slowestTable(
       orDash(b.wall_seconds, formatSeconds),
       orDash(b.cpu_seconds, formatSeconds),
       orDash(b.peak_rss_bytes, formatBytes),
+      ...(gpu
+        ? [orDash(b.gpu_util_pct, formatPercentValue), orDash(b.gpu_mem_bytes, formatBytes)]
+        : []),
       orDash(b.worker_id, String),
     ]),
     (i) => ({ "data-slowest-rank": String(i + 1), title: "show on the block map" }),

@@ -12,7 +12,8 @@ import { ChartBox } from "./charts.ts";
 import { STATE_COLORS, stateHex } from "./colors.ts";
 import { coordsOf } from "./decode.ts";
 import { type Child, fill, h } from "./dom.ts";
-import { formatCount } from "./format.ts";
+import { formatCount, formatPercentValue } from "./format.ts";
+import { gpuTrackOption } from "./gpu_track.ts";
 import { failureTables, runsTable, slowestTable } from "./tables.ts";
 import { countsView, resourcesView, servedView } from "./task_summary.ts";
 
@@ -43,6 +44,8 @@ export class TaskSection {
   private readonly timelineChart = new ChartBox(260, "timeline");
   private readonly completedChart = new ChartBox(200, "completed");
   private readonly runningChart = new ChartBox(200, "running");
+  private readonly gpuNote = h("p", { class: "muted", attrs: { "data-gpu-track": "" } });
+  private readonly gpuChart = new ChartBox(220, "gpu-track");
   private readonly failures = h("div");
   private readonly heading = h("h2");
   private readonly path = h("p", { class: "path" });
@@ -69,6 +72,8 @@ export class TaskSection {
         this.timelineNote,
         this.timeline,
         this.timelineChart.el,
+        this.gpuNote,
+        this.gpuChart.el,
         this.completedChart.el,
         this.runningChart.el,
       ),
@@ -134,6 +139,8 @@ export class TaskSection {
   private drawTimeline(task: TaskView): void {
     const t = task.timeline;
     const charts = [this.timelineChart, this.completedChart, this.runningChart];
+    const gpu = t?.gpu ?? null;
+    this.gpuNote.hidden = this.gpuChart.el.hidden = gpu === null;
     if (t === null || t.blocks === 0) {
       for (const c of charts) c.el.hidden = true;
       fill(this.timelineNote, "No timeline: no block was timed (resource tracking off or no run).");
@@ -154,6 +161,19 @@ export class TaskSection {
     const grid = task.layout.block_grid_shape;
     const colorOf = (position: number) => stateHex(this.map.stateOfBlock(coordsOf(position, grid)));
     this.timelineChart.set(timelineOption(t, task.layout, colorOf), height, true);
+    if (gpu !== null) {
+      const means = t.workers.flatMap((w, i) => {
+        const util = gpu.worker_util_pct[i] ?? null;
+        return util === null ? [] : [`worker ${w} ${formatPercentValue(util)}`];
+      });
+      fill(
+        this.gpuNote,
+        h("strong", null, "GPU utilisation per worker"),
+        ": each block's mean device utilisation over the time it ran (bar height, 0 to 100%)",
+        means.length > 0 ? `; over all its blocks, time-weighted: ${means.join(", ")}.` : ".",
+      );
+      this.gpuChart.set(gpuTrackOption(t, gpu, task.layout), height, true);
+    }
     this.completedChart.set(
       overTimeOption(t, t.completed, "blocks completed", STATE_COLORS.done, false),
       undefined,
