@@ -9,6 +9,7 @@ import {
   type ResumePlan,
   runParallel,
   runSerial,
+  SYSTEM_CLOCK,
 } from "../execute/mod.ts";
 import type { RunObserver, RunResult, StopReason } from "../run/run_types.ts";
 import type { LaunchKind, PipelineConfig } from "../pipeline/spec.ts";
@@ -27,12 +28,12 @@ import type { EmbeddedBlockRunner } from "../execute/serial_runner.ts";
 import { createEventLog, type EventLog } from "../report/events.ts";
 import { combineObservers } from "../report/observers.ts";
 import type { RunLocations } from "../report/summary.ts";
-import { formatUtilization } from "../report/utilization.ts";
 import { type GpuOption, ResourceBudget, type Resources } from "../schedule/mod.ts";
 import { describeDevices, type DeviceSeats, deviceSeats } from "../execute/device_seats.ts";
 import { exitCodeForOutcome, exitCodeForSignal } from "./exit_codes.ts";
 import { TrackingSession } from "../tracking/mod.ts";
-import { combinePrechecks, mmapKindFor, summaryText } from "./run_parts.ts";
+import { combinePrechecks, finalText, mmapKindFor } from "./run_parts.ts";
+import { RunGpu } from "./run_gpu.ts";
 import { RunDashboard } from "./run_serve.ts";
 import { loadRunMasks, parseSkipMaskFlags, type SkipMask } from "../masks/mod.ts";
 import { installStopSwitch, resumeHint, type StopSwitch } from "./signals.ts";
@@ -143,13 +144,14 @@ async function runStages(
   // Refuse a task that could never start a worker before any store is opened or written.
   preflight(pipeline);
   let devices: DeviceSeats | null = null;
+  const gpu = await RunGpu.open(pipeline, options, process.env);
   if (options.serial === true) checkSerialRunnable(pipeline);
   else {
     const launches = effectiveLaunches(pipeline, options.launcher);
     checkInterpreters(pipeline, launches);
     const budget = new ResourceBudget(options.resources ?? null);
     for (const task of pipeline.tasks) budget.checkFits(task.id, task.requires);
-    devices = deviceSeats(pipeline, launches, options.gpu ?? null, process.env);
+    devices = deviceSeats(pipeline, launches, options.gpu ?? null, process.env, gpu.counter);
   }
   const masks = await loadRunMasks(
     pipeline,
@@ -189,6 +191,7 @@ async function runStages(
   let outputs: RunOutputs | null = null;
   const closeAll = (stoppedBy: StopReason | null, code: number | null) => {
     tracking?.close(null, code, undefined, stoppedBy);
+    gpu.close();
     console.close();
     events?.close();
     void dashboard?.close();
@@ -206,6 +209,7 @@ async function runStages(
     const launches = effectiveLaunches(pipeline, options.launcher);
     for (const line of prepareWorkers(pipeline, launches)) observer.notice?.(line);
     devices?.announce(describeDevices(pipeline, devices, launches), (m) => observer.notice?.(m));
+    if (gpu.notRecorded !== null) observer.notice?.(gpu.notRecorded);
     const trackingDir = options.trackingDir ?? null;
     const huge = trackedBlocks(pipeline, graph.layouts, trackingDir) >= LARGE_RUN_BLOCKS;
     if (huge) {
@@ -279,6 +283,7 @@ async function runStages(
     color,
     dashboard,
     devices,
+    gpu,
   });
 }
 
@@ -295,6 +300,7 @@ interface Started {
   readonly color: boolean;
   readonly dashboard: RunDashboard | null;
   readonly devices: DeviceSeats | null;
+  readonly gpu: RunGpu;
 }
 
 async function runLoop(
@@ -304,10 +310,11 @@ async function runLoop(
   started: Started,
 ): Promise<number> {
   const { stop, tracking, outputs, forced, masks, observer, console, events, color } = started;
+  const notice = (message: string) => observer.notice?.(message);
   const errorsLog = errorsLogObserver({
     storeOf: (id) => tracking.store(pipeline.tasks.findIndex((t) => t.id === id))?.path ?? null,
     runId: tracking.runId,
-    onNotice: (message) => observer.notice?.(message),
+    onNotice: notice,
     ignore: (f) => {
       const t = pipeline.tasks.findIndex((task) => task.id === f.taskId);
       return outputs.wasQuarantined(t, positionOfIndex(graph.layouts[t]!, f.index));
@@ -329,12 +336,7 @@ async function runLoop(
   }
   let remote: RemoteWorkers | null = null;
   try {
-    remote = await openRemoteWorkers(
-      pipeline,
-      options,
-      tracking.runId,
-      (message) => observer.notice?.(message),
-    );
+    remote = await openRemoteWorkers(pipeline, options, tracking.runId, notice);
   } catch (error) {
     await outputs.close();
     tracking.close(null, null);
@@ -377,6 +379,8 @@ async function runLoop(
     temporaryStats: (t: number) => outputs.temporaryStats(t),
   };
   stop.setPhase(null);
+  const watch = started.gpu.watch(SYSTEM_CLOCK, (t) => tracking.measures(t), notice);
+  const factory = remote?.factory(localExecutorFactory) ?? localExecutorFactory;
   let result: RunResult;
   try {
     result = options.serial === true
@@ -392,7 +396,8 @@ async function runLoop(
         measure: (t) => tracking.measures(t),
         preferDownstream: pipeline.tasks.some((t) => t.temporary),
         ...(options.grace === undefined ? {} : { graceSeconds: options.grace }),
-        ...(remote === null ? {} : { executorFactory: remote.factory(localExecutorFactory) }),
+        executorFactory: watch?.factory(factory) ?? factory,
+        ...(watch === null ? {} : { gpu: watch }),
         output: console.output,
         ...(started.devices === null ? {} : { devices: started.devices }),
         ...(started.dashboard === null ? {} : { onStarted: started.dashboard.attach }),
@@ -404,6 +409,8 @@ async function runLoop(
     await started.dashboard?.close();
     throw error;
   } finally {
+    watch?.close();
+    started.gpu.close();
     console.close();
   }
   await remote?.close();
@@ -426,13 +433,6 @@ async function runLoop(
   events?.finish(result, code);
   events?.close();
   await started.dashboard?.close();
-  // The utilisation table first, so the summary's verdict is the last line on the terminal.
-  let text = "";
-  // A run that started no worker (fully resumed, everything skipped) has nothing to report.
-  const utilization = result.utilization;
-  if (utilization !== undefined && utilization.tasks.some((t) => t.workersSpawned > 0)) {
-    text += "\n" + formatUtilization(utilization) + "\n";
-  }
   const locations: RunLocations = {
     stores: pipeline.tasks.map((task, t) => ({
       task: task.id,
@@ -442,7 +442,6 @@ async function runLoop(
     logDir: options.logDir === undefined ? null : resolve(options.logDir),
     ...workerLogLocation(remote, pipeline, options.launcher),
   };
-  text += "\n" + summaryText(result, color, code, locations) + "\n";
-  process.stderr.write(text);
+  process.stderr.write(finalText(result, color, code, locations));
   return code;
 }

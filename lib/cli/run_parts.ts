@@ -7,7 +7,25 @@ import type { Precheck, PrecheckRefusal } from "../execute/mod.ts";
 import type { RunResult } from "../run/run_types.ts";
 import type { SkipMask } from "../masks/mod.ts";
 import { formatExecutionSummary, type RunLocations } from "../report/summary.ts";
+import { formatUtilization } from "../report/utilization.ts";
 import { type MmapKind, nativeMmapKind } from "../runtime/mod.ts";
+
+/**
+ * What a run prints at its end: the utilisation table first (when a worker started), so that the
+ * summary's verdict is the last line on the terminal.
+ */
+export function finalText(
+  result: RunResult,
+  color: boolean,
+  exitCode: number,
+  locations: RunLocations,
+): string {
+  const utilization = result.utilization;
+  const table = utilization !== undefined && utilization.tasks.some((t) => t.workersSpawned > 0)
+    ? "\n" + formatUtilization(utilization) + "\n"
+    : "";
+  return table + "\n" + summaryText(result, color, exitCode, locations) + "\n";
+}
 
 export function summaryText(
   result: RunResult,

@@ -113,6 +113,8 @@ export interface CommandOptions {
    * (lib/execute/worker_profile.ts) over this process's; default this process's.
    */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Told the command's pid (its process group's id) once it has started. */
+  readonly onStart?: (pid: number) => void;
 }
 
 /**
@@ -205,6 +207,7 @@ export function runCommandBlock(
       notStarted(error instanceof Error ? error.message : String(error));
       return;
     }
+    options.onStart?.(group.pid);
     const kill = (): void => killCommandGroup(group.pid, "SIGKILL");
     options.signal?.addEventListener("abort", kill, { once: true });
     group.ended.then(({ code, signal }) => {

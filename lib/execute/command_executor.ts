@@ -21,6 +21,7 @@ import { errorParts } from "../run/run_types.ts";
 import { BlockOutputs } from "../outputs/block_outputs.ts";
 import type { BlockCommit } from "../run/block_report.ts";
 import { workerEnvironment } from "./worker_profile.ts";
+import { inProcessGroup, type ProcessMatch } from "../runtime/nvml.ts";
 
 export class CommandExecutor implements Executor {
   readonly id: number;
@@ -44,6 +45,8 @@ export class CommandExecutor implements Executor {
   #looping = false;
   /** The command running now, settled or not (its process may outlive `kill` briefly). */
   #runningCommand: Promise<void> | null = null;
+  /** The running command's process group, for its GPU figures (null between commands). */
+  #group: ProcessMatch | null = null;
 
   constructor(spec: ExecutorSpec, config: CommandTaskConfig) {
     this.#spec = spec;
@@ -81,6 +84,10 @@ export class CommandExecutor implements Executor {
 
   runningPosition(): number {
     return this.#running;
+  }
+
+  gpuProcess(): ProcessMatch | null {
+    return this.#group;
   }
 
   checkHealth(now: number): void {
@@ -154,6 +161,12 @@ export class CommandExecutor implements Executor {
           signal: this.#abort.signal,
           cwd: this.#cwd,
           env: this.#env,
+          ...(this.#spec.sampleGpu === undefined ? {} : {
+            onStart: (pid: number) => {
+              this.#group = inProcessGroup(pid);
+              this.#spec.sampleGpu!();
+            },
+          }),
         });
         this.#runningCommand = running.then(() => {}, () => {});
         await running;
@@ -166,6 +179,10 @@ export class CommandExecutor implements Executor {
           : error instanceof CommandFailure
           ? { message: error.message }
           : errorParts(error);
+      }
+      if (this.#group !== null) {
+        this.#spec.sampleGpu?.(); // the block's last sample, its group still named
+        this.#group = null;
       }
       const seconds = (performance.now() - t0) / 1000;
       this.#running = -1;

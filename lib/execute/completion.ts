@@ -100,7 +100,7 @@ export class BlockCompletion {
       return undefined;
     }
     const attempt = report.attempt;
-    const copy: BlockReport = { ...report, usage: null };
+    const copy: BlockReport = { ...report, usage: null, gpu: null };
     this.#committing[task]!++;
     return pending.then(
       () => {

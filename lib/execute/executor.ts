@@ -13,6 +13,7 @@ import type { StartStage } from "../schedule/mod.ts";
 import type { InFlightQueue } from "./in_flight.ts";
 import type { ResultsMessage } from "./protocol/messages.ts";
 import type { RunClock } from "./run_clock.ts";
+import type { ProcessMatch } from "../runtime/nvml.ts";
 
 export type ExecutorState = "starting" | "ready" | "dead";
 
@@ -91,6 +92,13 @@ export interface Executor {
    * the executor). Its GPUs come back then, not before (`device_seats.ts`).
    */
   readonly exited?: Promise<void> | undefined;
+  /**
+   * Whose device memory is this worker's now, for its GPU figures (docs/design/GPU.md): its
+   * process's pid, a command slot's running command group, a matcher of nobody for a worker
+   * that has no process of its own (a thread of a shared process), or null while it runs
+   * nothing to sample. Absent: not sampled.
+   */
+  gpuProcess?(): ProcessMatch | null;
 }
 
 /** The GPUs a worker holds (`requires.gpu`) and the variables naming them for its process. */
@@ -123,6 +131,11 @@ export interface ExecutorSpec {
   readonly demand?: TaskDemand;
   /** Its GPUs from the run's pool, when its task requires some here (`device_seats.ts`). */
   readonly devices?: WorkerDevices;
+  /**
+   * Take a GPU sample now (`gpu_watch.ts`), when the GPU figures are read for this worker: a
+   * command slot calls it as a block's command starts and as it ends.
+   */
+  readonly sampleGpu?: () => void;
 }
 
 /** Whether a task could use one more worker now (`worker_demand.ts`). */

@@ -7,6 +7,7 @@ import type { Precheck } from "./block_source.ts";
 import type { CompletionSink } from "../run/block_report.ts";
 import type { ExecutorFactory } from "./executor.ts";
 import type { DeviceSeats } from "./device_seats.ts";
+import type { GpuWatch } from "./gpu_watch.ts";
 import type { ResumePlan } from "./resume_plan.ts";
 import type { RunClock } from "./run_clock.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
@@ -59,4 +60,6 @@ export interface ParallelRunOptions {
   readonly onStarted?: (tasks: readonly TaskRuntime[]) => void;
   /** GPUs per worker of the tasks that require them on this machine (`device_seats.ts`). */
   readonly devices?: DeviceSeats;
+  /** Reads the GPU figures of the workers that hold devices (`gpu_watch.ts`); absent: none. */
+  readonly gpu?: GpuWatch;
 }

@@ -165,6 +165,7 @@ export class ParallelRun implements ExecutorEvents {
       this.#dispatcher,
       this.#clock,
       (e) => this.#pool.lifetimes.of(e),
+      options.gpu ?? null,
     );
   }
 

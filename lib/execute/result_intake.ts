@@ -6,7 +6,8 @@
 
 import type { BlockSource } from "./block_source.ts";
 import type { BlockCompletion } from "./completion.ts";
-import { type BlockReport, Usage, USAGE_FIELDS } from "../run/block_report.ts";
+import { type BlockGpu, type BlockReport, Usage, USAGE_FIELDS } from "../run/block_report.ts";
+import type { GpuWatch } from "./gpu_watch.ts";
 import type { Dispatcher } from "./dispatch.ts";
 import type { Executor } from "./executor.ts";
 import {
@@ -40,6 +41,8 @@ export class ResultIntake {
     seconds: 0,
   };
   readonly #figures = new Float64Array(USAGE_FIELDS);
+  readonly #gpu: GpuWatch | null;
+  readonly #gpuFigures: BlockGpu = { utilPct: Number.NaN, memBytes: 0 };
 
   constructor(
     tasks: readonly TaskRuntime[],
@@ -48,7 +51,9 @@ export class ResultIntake {
     dispatcher: Dispatcher,
     clock: RunClock,
     workerStats: (executor: Executor) => WorkerStats,
+    gpu: GpuWatch | null = null,
   ) {
+    this.#gpu = gpu;
     this.#tasks = tasks;
     this.#completion = completion;
     this.#source = source;
@@ -69,6 +74,10 @@ export class ResultIntake {
     report.workerId = executor.id;
     report.returnedAt = this.#clock.now();
     const measured = message.stride > RECORD_SECONDS + 1;
+    const gpu = this.#gpu?.of(executor) ?? null;
+    // A sample now covers the tail of the batch's last block (its window ended before this).
+    gpu?.sample();
+    report.gpu = null;
     if (!Number.isNaN(message.cpuSeconds)) {
       task.stats.cpuSeconds += message.cpuSeconds;
       stats.cpuSeconds += message.cpuSeconds;
@@ -101,6 +110,17 @@ export class ResultIntake {
         task.stats.addFaults(this.#figures[Usage.MinorFaults]!);
       } else {
         report.usage = null;
+      }
+      if (gpu !== null) {
+        // The block's window: the worker's finished_at - wall_seconds .. finished_at (a worker
+        // on this host: the same clock), else its seconds up to its return (a command block).
+        const finished = measured ? this.#figures[Usage.FinishedAt]! * 1000 : Number.NaN;
+        const wall = measured ? this.#figures[Usage.WallSeconds]! * 1000 : Number.NaN;
+        const t1 = finished > 0 && wall >= 0 ? finished : report.returnedAt;
+        const f = gpu.figures(t1 - (finished > 0 && wall >= 0 ? wall : d * 1000), t1);
+        this.#gpuFigures.utilPct = f.utilPct;
+        this.#gpuFigures.memBytes = f.memBytes;
+        report.gpu = this.#gpuFigures;
       }
       if (records[at + RECORD_STATUS] === STATUS_DONE) {
         if (commits !== undefined) {

@@ -25,6 +25,7 @@ import { RunningBlockWatch } from "./running_block_watch.ts";
 import type { HelloMessage, PythonInit } from "./protocol/messages.ts";
 import type { StartStage } from "../schedule/mod.ts";
 import { describeStartFailure, type StartFailure } from "./start_failure.ts";
+import { NO_PROCESS, type ProcessMatch } from "../runtime/nvml.ts";
 
 /** How a launched remote worker is doing before (and while) it is connected. */
 /** A session's frame decoder starts this small (a results frame of 512 no-op blocks is 12 KiB). */
@@ -44,6 +45,8 @@ export interface LaunchHandle {
   cancel(): void;
   /** A local process: settles once it has exited. */
   readonly exited?: Promise<void>;
+  /** A local process's pid (its GPU figures' process). */
+  readonly pid?: number | undefined;
 }
 
 /** Without a frame for this long, a stream worker counts as lost. */
@@ -127,6 +130,11 @@ export class StreamExecutor implements Executor {
 
   get joined(): boolean {
     return this.#o.joined === true;
+  }
+
+  /** Its launch's process, or none of its own (a daisy script's thread). */
+  gpuProcess(): ProcessMatch {
+    return this.#o.launch?.pid ?? NO_PROCESS;
   }
 
   get state(): ExecutorState {

@@ -10,6 +10,7 @@ import type { LayoutSpec } from "../blocks/mod.ts";
 import type { OutputPlan } from "../outputs/output_plan.ts";
 import type { JsonValue } from "../pipeline/spec.ts";
 import { spawnWorker } from "../runtime/mod.ts";
+import { NO_PROCESS, type ProcessMatch } from "../runtime/nvml.ts";
 import {
   type Executor,
   type ExecutorEvents,
@@ -124,6 +125,11 @@ export class WorkerExecutor implements Executor {
   send(batch: Float64Array, count: number): void {
     const message: ToWorker = { kind: "blocks", blocks: batch.slice(0, 2 * count), count };
     this.#worker.postMessage(message);
+  }
+
+  /** A thread of the scheduler's process: its devices' utilisation, no memory of its own. */
+  gpuProcess(): ProcessMatch {
+    return NO_PROCESS;
   }
 
   runningPosition(): number {

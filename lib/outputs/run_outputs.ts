@@ -321,6 +321,7 @@ export class RunOutputs implements CompletionSink {
     const copy: BlockReport = {
       ...report,
       usage: report.usage === null ? null : report.usage.slice(),
+      gpu: report.gpu == null ? null : { ...report.gpu },
     };
     const block = makeBlock(
       this.#pipeline.tasks[t]!.id,

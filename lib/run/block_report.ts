@@ -50,6 +50,15 @@ export interface BlockUsage {
 }
 
 /**
+ * A block's GPU figures (docs/design/GPU.md): the mean utilisation of the worker's devices over
+ * the block (NaN: not read) and the peak device memory of its process (0: not read).
+ */
+export interface BlockGpu {
+  utilPct: number;
+  memBytes: number;
+}
+
+/**
  * What the sink learns about one block. The run loop reuses one report object: it is valid only
  * during the call, so a sink keeps copies of what it needs.
  */
@@ -69,6 +78,11 @@ export interface BlockReport {
   commit: BlockCommit | null;
   /** Seconds the attempt ran (wall time). */
   seconds: number;
+  /**
+   * Its GPU figures, when the run reads them for its worker (resource tracking of a task that
+   * requires GPUs, NVML open); absent or null otherwise.
+   */
+  gpu?: BlockGpu | null;
 }
 
 /** Where outcomes are kept (the tracking store, later the output manifest). */

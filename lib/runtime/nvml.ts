@@ -156,6 +156,13 @@ export function processGroupOf(pid: number): number | null {
   return Number.isInteger(group) ? group : null;
 }
 
+/**
+ * A `ProcessMatch` of no process: a worker without a process of its own (a Web Worker, a thread
+ * of a daisy script) reads its devices' utilisation and records no device memory, since its
+ * process's memory is every thread's (docs/design/GPU.md).
+ */
+export const NO_PROCESS: ProcessMatch = () => false;
+
 /** A `ProcessMatch` for every process in the group led by `leader` (a command's group). */
 export function inProcessGroup(leader: number): (pid: number) => boolean {
   return (pid) => pid === leader || processGroupOf(pid) === leader;

@@ -17,6 +17,7 @@ import { VERSION } from "../version.ts";
 import { acquireStoreLock, type StoreLock } from "./lock.ts";
 import { appendRunRecord } from "./runs_log.ts";
 import { TrackingStore } from "./store.ts";
+import { GpuFigureWriter } from "./gpu_figures.ts";
 import type { BlockReport, CompletionSink } from "../run/block_report.ts";
 import { recoverInterruptedMigration } from "./migrate.ts";
 import { StoreError } from "../errors.ts";
@@ -75,6 +76,8 @@ const RESIDENT_CELLS = 16_384;
 
 export class TrackingSession implements CompletionSink {
   #sinceDrop = 0;
+  /** Per task, the writer of its blocks' GPU figures (made on a task's first figures). */
+  readonly #gpu = new Map<number, GpuFigureWriter | null>();
   private readonly tracked: (Tracked | null)[];
   private readonly layouts: readonly TaskLayout[];
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -250,8 +253,16 @@ export class TrackingSession implements CompletionSink {
     const cell = this.layouts[report.task]!.trackingCellOf(report.position);
     if (cell < 0) return;
     store.recordBlock(cell, report.sentAt, report.returnedAt, report.workerId, report.usage);
+    if (report.gpu != null) this.#recordGpu(report, store, cell);
     store.markDone(cell);
     this.#recorded(store);
+  }
+
+  /** The block's GPU figures (`gpu_util_pct`, `gpu_mem_bytes`), into a resource-tracking store. */
+  #recordGpu(report: BlockReport, store: TrackingStore, cell: number): void {
+    let writer = this.#gpu.get(report.task);
+    if (writer === undefined) this.#gpu.set(report.task, writer = GpuFigureWriter.of(store));
+    writer?.write(cell, report.gpu!.utilPct, report.gpu!.memBytes);
   }
 
   /**
@@ -272,6 +283,7 @@ export class TrackingSession implements CompletionSink {
     if (cell < 0) return;
     store.addFailure(cell);
     store.recordBlock(cell, report.sentAt, report.returnedAt, report.workerId, report.usage);
+    if (report.gpu != null) this.#recordGpu(report, store, cell);
     this.#recorded(store);
   }
 
