@@ -120,6 +120,27 @@ function gpuLines(r: CliResult): string[] {
   return r.stderr.split("\n").filter((l) => l.startsWith("GPU figures"));
 }
 
+interface StatusJson {
+  readonly stores: { readonly resources: { readonly gpu: GpuSummary | null } | null }[];
+}
+interface GpuSummary {
+  readonly blocks_measured: number;
+  readonly util_pct_mean: number | null;
+  readonly mem_bytes_max: number;
+}
+
+async function statusJson(tracking: string): Promise<StatusJson> {
+  const r = await runCli(["status", tracking, "--json"]);
+  assert.equal(r.code, 0, describeRun(r));
+  return JSON.parse(r.stdout) as StatusJson;
+}
+
+async function statusGpu(tracking: string): Promise<GpuSummary> {
+  const gpu = (await statusJson(tracking)).stores[0]!.resources!.gpu;
+  assert.ok(gpu !== null, "status --json has the GPU figures");
+  return gpu;
+}
+
 async function run(dir: string, file: string, env: Record<string, string>, extra: string[] = []) {
   const tracking = path.join(dir, "tracking");
   const r = await runCli(runArgs(file, tracking, ["--resource-tracking", ...extra]), {
@@ -150,6 +171,16 @@ describe("GPU figures in a run, against the stand-in NVML", () => {
         assert.equal(mem[id], commandBytes(id), `block ${id}'s memory: ${mem}`);
       }
       assert.equal(new Set(devices.values()).size, 2, "both devices ran blocks");
+      // status sums them up: text and --json.
+      const gpu = await statusGpu(tracking);
+      assert.equal(gpu.blocks_measured, 6);
+      assert.equal(gpu.util_pct_mean, util.reduce((a, b) => a + b, 0) / 6);
+      assert.equal(gpu.mem_bytes_max, commandBytes(5));
+      const text = await runCli(["status", path.join(tracking, "predict")]);
+      assert.match(
+        text.stdout,
+        /GPU: mean utilisation \d+\.\d % over 6 blocks, peak device memory /,
+      );
     },
   );
 
@@ -211,6 +242,7 @@ def process(block):
     const { util, mem } = ledger(tracking, 4);
     assert.ok(util.every(Number.isNaN), `${util}`);
     assert.deepEqual(mem, [0, 0, 0, 0]);
+    assert.equal((await statusJson(tracking)).stores[0]!.resources!.gpu, null);
   });
 
   it(

@@ -370,7 +370,7 @@ describe("resource tracking", () => {
         }`,
       );
       assert.ok(sent[c]! >= t0 && returned[c]! <= t1, `cell ${c} within the run's time window`);
-      assert.ok(Number.isNaN(gpu[c]), "gpu_util_pct is reserved (NaN)");
+      assert.ok(Number.isNaN(gpu[c]), "a task without GPUs reads no utilisation (NaN)");
     }
   });
 });

@@ -172,6 +172,19 @@ export function formatStoreReport(r: StoreReport): string[] {
           formatBytes(x.io_write_bytes_total)
         }`,
     );
+    if (x.gpu !== undefined && x.gpu !== null) {
+      const g = x.gpu;
+      field(
+        "",
+        `GPU: ${
+          g.util_pct_mean === null
+            ? "no utilisation read"
+            : `mean utilisation ${g.util_pct_mean.toFixed(1)} % over ${
+              plural(g.blocks_measured, "block")
+            }`
+        }, peak device memory ${formatBytes(g.mem_bytes_max)}`,
+      );
+    }
     if (x.first_sent_at !== null || x.last_returned_at !== null) {
       field(
         "",

@@ -39,6 +39,7 @@ export class ResultIntake {
     usage: null,
     commit: null,
     seconds: 0,
+    gpu: null,
   };
   readonly #figures = new Float64Array(USAGE_FIELDS);
   readonly #gpu: GpuWatch | null;

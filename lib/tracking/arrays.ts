@@ -101,14 +101,16 @@ export const TRACKING_ARRAYS: readonly TrackingArraySpec[] = [
     dtype: "float32",
     fillValue: "NaN",
     resourceTracking: true,
-    description: "reserved (NaN)",
+    description:
+      "mean utilisation (percent) of the worker's GPUs over the block, read through NVML (NaN: not read)",
   },
   {
     name: "gpu_mem_bytes",
     dtype: "uint64",
     fillValue: 0,
     resourceTracking: true,
-    description: "reserved (0)",
+    description:
+      "peak device memory of the worker's process (a command's process group) over the block, summed over its GPUs (0: not read)",
   },
   {
     name: "worker_id",

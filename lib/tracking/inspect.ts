@@ -50,7 +50,11 @@
  *     peak_rss_bytes_max: number | null,  // null when no block was measured
  *     io_read_bytes_total: number, io_write_bytes_total: number,
  *     first_sent_at: string | null,       // ISO 8601, earliest sent_at of any block
- *     last_returned_at: string | null },  // ISO 8601, latest returned_at of any block
+ *     last_returned_at: string | null,    // ISO 8601, latest returned_at of any block
+ *     gpu: null | {                       // GPU figures (docs/design/GPU.md); null: none read
+ *       blocks_measured: number,          // blocks with a gpu_util_pct
+ *       util_pct_mean: number | null,     // mean of the blocks' gpu_util_pct
+ *       mem_bytes_max: number } },        // largest gpu_mem_bytes of any block
  *   outputs: null | OutputReport, // declared outputs: present / deleted-temporary blocks and
  *                                 // bytes (schema in lib/tracking/output_report.ts)
  *   io: "fs"                      // how the store was read: status never maps

@@ -22,6 +22,18 @@ export interface ResourceReport {
   readonly io_write_bytes_total: number;
   readonly first_sent_at: string | null;
   readonly last_returned_at: string | null;
+  /** The GPU figures (docs/design/GPU.md), or null when no block has one (absent: not read). */
+  readonly gpu?: GpuReport | null;
+}
+
+/** `ResourceReport.gpu`: over the blocks whose GPU figures were read. */
+export interface GpuReport {
+  /** Blocks with a utilisation figure. */
+  readonly blocks_measured: number;
+  /** Mean of the blocks' `gpu_util_pct` (each block counts once), or null. */
+  readonly util_pct_mean: number | null;
+  /** Largest `gpu_mem_bytes` of any block. */
+  readonly mem_bytes_max: number;
 }
 
 function isoOrNull(seconds: number): string | null {
@@ -139,6 +151,8 @@ export function resourceReport(meta: StoreMetadata, blocks: number): ResourceRep
     (b, f, acc) => extreme(f64(b), mask, f, true, acc),
     -Infinity,
   );
+  const util = stream("gpu_util_pct", (b, f, acc) => sumFinite(f32(b), mask, f, acc));
+  const mem = stream("gpu_mem_bytes", (b, f, acc) => sumU64(u64(b), mask, f, true, acc));
   const measured = wall[0]!;
   return {
     blocks_measured: measured,
@@ -150,5 +164,10 @@ export function resourceReport(meta: StoreMetadata, blocks: number): ResourceRep
     io_write_bytes_total: ioWrite[1]!,
     first_sent_at: isoOrNull(sent[1]!),
     last_returned_at: isoOrNull(returned[1]!),
+    gpu: util[0]! === 0 && mem[1]! === 0 ? null : {
+      blocks_measured: util[0]!,
+      util_pct_mean: util[0]! === 0 ? null : util[1]! / util[0]!,
+      mem_bytes_max: mem[1]!,
+    },
   };
 }
