@@ -25,6 +25,7 @@ import { lastErrorsOf } from "../lib/outputs/errors_log.ts";
 import { distribution } from "../lib/view/block_stats.ts";
 import { userStack } from "../lib/view/stack_frames.ts";
 import { type GpuBlock, gpuBlocks, writeGpuStore } from "./helpers/gpu_store.ts";
+import { buildFakeNvml, fakeNvmlUnavailable, scriptedNvml } from "./fixtures/nvml/fake_nvml.ts";
 import {
   CELL_DONE,
   CELL_FAILED,
@@ -40,11 +41,11 @@ const MAIN = path.join(REPO, "main.ts");
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "blockwise-report-"));
 after(() => fs.rmSync(root, { recursive: true, force: true }));
 
-function cli(args: readonly string[], cwd = root) {
+function cli(args: readonly string[], cwd = root, env: Record<string, string> = {}) {
   const r = spawnSync(BUN, [MAIN, ...args], {
     cwd,
     encoding: "utf8",
-    env: { ...process.env, NO_COLOR: "1" },
+    env: { ...process.env, NO_COLOR: "1", ...env },
     timeout: 120_000,
   });
   if (r.error !== undefined) throw r.error;
@@ -454,6 +455,88 @@ describe("a store with GPU figures", () => {
     assert.equal(none.timeline!.gpu, null);
     assert.equal(none.timeline!.bars.length, gpuBlocks().length);
     assert.ok(none.slowest.every((b) => b.gpu_util_pct === null && b.gpu_mem_bytes === null));
+  });
+});
+
+// The same from a real run: a gpu: 1 command task on two devices of the stand-in NVML
+// (tests/fixtures/nvml), 37 % and 81 % busy, each block's process group holding its own bytes.
+describe("the report of a run with GPU figures", () => {
+  const noGcc = fakeNvmlUnavailable();
+  const GCC = { timeout: 120_000, ...(noGcc === null ? {} : { skip: noGcc }) };
+  const GIB4 = 4294967296;
+  const UTIL = [37, 81];
+  const BLOCKS = 6;
+
+  it("draws each block's device utilisation and memory, each worker's track", GCC, () => {
+    const dir = path.join(root, "gpu-run");
+    fs.mkdirSync(dir);
+    fs.mkdirSync(path.join(dir, "build"));
+    const library = scriptedNvml(
+      buildFakeNvml(path.join(dir, "build")),
+      dir,
+      [0, 1].map((d) => `device GPU-${d}aaa0000-0000-0000-0000-000000000000\n`).join("") +
+        [0, 1].map((d) => `util ${d} ${UTIL[d]}:5\nmemory ${d} 17179869184 1000\n`).join("") +
+        [0, 1].map((d) => `proc_file ${d} ${path.join(dir, `procs${d}.txt`)}\n`).join(""),
+    );
+    const sh = path.join(dir, "block.sh");
+    fs.writeFileSync(
+      sh,
+      `bytes=$(( (BLOCKWISE_BLOCK_ID + 1) * ${GIB4} + 12345 ))
+dev=$CUDA_VISIBLE_DEVICES
+echo "$BLOCKWISE_BLOCK_ID $dev" >> ${dir}/blocks.log
+sh -c 'printf "%s %s\\n" $$ '"$bytes"' > ${dir}/procs'"$dev"'.tmp; mv ${dir}/procs'"$dev"'.tmp ${dir}/procs'"$dev"'.txt; sleep 0.3'
+`,
+    );
+    fs.writeFileSync(
+      path.join(dir, "pipeline.mjs"),
+      `export default { tasks: [{
+  id: "predict",
+  totalRoi: { offset: [0], shape: [${BLOCKS}] }, readRoi: { offset: [0], shape: [1] },
+  writeRoi: { offset: [0], shape: [1] }, readWriteConflict: false,
+  maxWorkers: 2, requires: { gpu: 1 }, command: ["sh", ${JSON.stringify(sh)}],
+}] };\n`,
+    );
+    const r = cli(
+      ["run", "pipeline.mjs", "--tracking-dir", "trk", "--resource-tracking", "--no-progress"]
+        .concat(["--resources", "gpu=2"]),
+      dir,
+      { BLOCKWISE_NVML: library },
+    );
+    assert.equal(r.code, 0, r.stderr);
+    const device = new Map(
+      fs.readFileSync(path.join(dir, "blocks.log"), "utf8").trim().split("\n")
+        .map((l) => l.split(" ").map(Number) as [number, number]),
+    );
+    assert.equal(new Set(device.values()).size, 2, "both devices ran blocks");
+    const t = buildReport(path.join(dir, "trk")).tasks[0]!;
+    const utilOf = (p: number) => UTIL[device.get(p)!]!;
+    const memOf = (p: number) => (p + 1) * GIB4 + 12345;
+    const layer = (name: string) => t.map.metrics.find((m) => m.name === name)!;
+    const bytes = (name: string) => [...Buffer.from(layer(name).values, "base64")];
+    const level = (v: number, lo: number, hi: number) =>
+      1 + Math.round((254 * (v - lo)) / (hi - lo));
+    const positions = Array.from({ length: BLOCKS }, (_, p) => p);
+    assert.deepEqual([layer("gpu_util_pct").lo, layer("gpu_util_pct").hi], [37, 81]);
+    assert.deepEqual(bytes("gpu_util_pct"), positions.map((p) => level(utilOf(p), 37, 81)));
+    const [lo, hi] = [memOf(0), memOf(BLOCKS - 1)];
+    assert.deepEqual([layer("gpu_mem_bytes").lo, layer("gpu_mem_bytes").hi], [lo, hi]);
+    assert.deepEqual(bytes("gpu_mem_bytes"), positions.map((p) => level(memOf(p), lo, hi)));
+    const dist = new Map(t.distributions.map((d) => [d.name, d]));
+    assert.equal(dist.get("gpu_util_pct")!.count, BLOCKS);
+    assert.equal(dist.get("gpu_mem_bytes")!.max, hi);
+    // A command's blocks have no wall time: no slowest blocks, but GPU figures all the same,
+    // and the timeline draws them from sent_at to returned_at. Each worker keeps its device:
+    // its track is that device's utilisation, block by block.
+    assert.deepEqual(t.slowest, []);
+    const timeline = t.timeline!;
+    assert.equal(timeline.blocks, BLOCKS);
+    const gpu = timeline.gpu!;
+    assert.equal(timeline.workers.length, 2);
+    timeline.bars.forEach(([lane, , , position], k) => {
+      assert.equal(gpu.util_pct[k], utilOf(position));
+      assert.equal(gpu.mem_bytes[k], memOf(position));
+      assert.equal(gpu.worker_util_pct[lane], utilOf(position), `worker of block ${position}`);
+    });
   });
 });
 

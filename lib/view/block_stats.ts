@@ -108,7 +108,7 @@ export class BlockStats {
     this.#stride = Math.max(1, Math.ceil(blockCount / SAMPLE_LIMIT));
     const size = Math.min(blockCount, SAMPLE_LIMIT);
     this.#samples = DISTRIBUTED.map(() => new Float64Array(size));
-    this.#gpu = new GpuStats(size);
+    this.#gpu = new GpuStats(size, this.#stride);
     this.#t0 = t0;
     this.#binWidth = Number.isFinite(t1 - t0) && t1 > t0 ? (t1 - t0) / TIMELINE_BINS : 0;
   }
@@ -123,14 +123,25 @@ export class BlockStats {
       this.#samples[2]![s] = u64(w.rss, i);
       this.#samples[3]![s] = u64(w.ioRead, i);
       this.#samples[4]![s] = u64(w.ioWrite, i);
-      this.#gpu.sample(s, w.gpuUtil[i]!, u64(w.gpuMem, i));
     }
+    this.#gpu.sample(w.gpuUtil[i]!, u64(w.gpuMem, i));
     if (wall > this.#slowestFloor || this.#slowest.length < SLOWEST) {
       this.#keepSlow(this.#measured(position, w, i, failures, done));
     }
     const sent = w.sent[i]!;
     const returned = w.returned[i]!;
     if (this.#binWidth > 0 && sent === sent && returned === returned) {
+      this.#time(position, w, i, done);
+    }
+  }
+
+  /**
+   * A block with GPU figures and no wall time (a command task's): into the GPU distributions,
+   * and into the timeline by its `sent_at`..`returned_at`.
+   */
+  visitGpu(position: number, w: ResourceWindow, i: number, done: boolean): void {
+    this.#gpu.sample(w.gpuUtil[i]!, u64(w.gpuMem, i));
+    if (this.#binWidth > 0 && w.sent[i]! === w.sent[i]! && w.returned[i]! === w.returned[i]!) {
       this.#time(position, w, i, done);
     }
   }
@@ -218,12 +229,12 @@ export class BlockStats {
   }
 
   distributions(): Distribution[] {
-    if (this.#sampled === 0) return [];
+    if (this.#sampled === 0) return this.#gpu.distributions(distribution);
     return [
       ...DISTRIBUTED.map(({ name, unit }, k) =>
         distribution(name, unit, this.#samples[k]!.subarray(0, this.#sampled))
       ),
-      ...this.#gpu.distributions(this.#sampled, distribution),
+      ...this.#gpu.distributions(distribution),
     ];
   }
 

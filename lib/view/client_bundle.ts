@@ -4,7 +4,7 @@
 
 /** SHA-256 of the client's sources and the ECharts version this was built from. */
 export const CLIENT_BUNDLE_SOURCES_SHA256 =
-  "e1f5f6811bad66f81a877fdf437b3ad62e61032fea9003ddba386c109c7ba082";
+  "e1ecaba1510f919baef10613dcfee52daf490092976a43728fb478c52a3d1753";
 
 /** The report page's CSS. */
 export const CLIENT_STYLE: string =

@@ -24,20 +24,25 @@ const GPU_DISTRIBUTED: readonly { name: MetricName; unit: MetricUnit }[] = [
 export type Distribute = (name: MetricName, unit: MetricUnit, values: Float64Array) => Distribution;
 
 export class GpuStats {
-  /** Utilisation and memory of the sampled blocks, NaN where not recorded; null before one. */
+  /**
+   * Utilisation and memory of every `stride`-th block with a figure (NaN where one of the two
+   * is not recorded), as many as `size`; null before the first.
+   */
   #samples: Float64Array[] | null = null;
+  #seen = 0;
+  #sampled = 0;
   /** Per worker: utilisation times seconds ran, and seconds ran, over blocks with a figure. */
   readonly #workers = new Map<number, { weighted: number; seconds: number }>();
 
-  /** `size`: the length of the other distributions' sample arrays. */
-  constructor(private readonly size: number) {}
+  /** `size`, `stride`: those of the other distributions' samples. */
+  constructor(private readonly size: number, private readonly stride: number) {}
 
-  /** Sampled block `s` (the other arrays' index) has these figures (NaN, 0: not recorded). */
-  sample(s: number, util: number, mem: number): void {
-    if (this.#samples === null) {
-      if (util !== util && !(mem > 0)) return;
-      this.#samples = GPU_DISTRIBUTED.map(() => new Float64Array(this.size).fill(Number.NaN));
-    }
+  /** A block's figures (NaN, 0: not recorded), kept when it has one and its turn has come. */
+  sample(util: number, mem: number): void {
+    if (util !== util && !(mem > 0)) return;
+    if (this.#seen++ % this.stride !== 0 || this.#sampled >= this.size) return;
+    this.#samples ??= GPU_DISTRIBUTED.map(() => new Float64Array(this.size));
+    const s = this.#sampled++;
     this.#samples[0]![s] = util;
     this.#samples[1]![s] = mem > 0 ? mem : Number.NaN;
   }
@@ -56,12 +61,12 @@ export class GpuStats {
     w.seconds += weight;
   }
 
-  /** The distributions of the figures recorded in the first `sampled` samples. */
-  distributions(sampled: number, distribute: Distribute): Distribution[] {
+  /** The distributions of the figures recorded, each only when there is one. */
+  distributions(distribute: Distribute): Distribution[] {
     const samples = this.#samples;
     if (samples === null) return [];
     return GPU_DISTRIBUTED
-      .map(({ name, unit }, k) => distribute(name, unit, samples[k]!.subarray(0, sampled)))
+      .map(({ name, unit }, k) => distribute(name, unit, samples[k]!.subarray(0, this.#sampled)))
       .filter((d) => d.count > 0);
   }
 

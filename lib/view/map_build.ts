@@ -97,24 +97,31 @@ class ResourceCells {
     this.ioWrite[c]! += w.ioWrite[2 * i]! + w.ioWrite[2 * i + 1]! * 4294967296;
     const returned = w.returned[i]!;
     if (returned === returned && !(returned <= this.returned[c]!)) this.returned[c] = returned;
-    const util = w.gpuUtil[i]!;
-    const mem = w.gpuMem[2 * i]! + w.gpuMem[2 * i + 1]! * 4294967296;
-    if (util === util || mem > 0) {
-      const gpu = (this.gpu ??= new GpuCells(this.measured.length));
-      if (util === util) {
-        gpu.util[c]! += util;
-        gpu.utilBlocks[c]!++;
-      }
-      if (mem > 0) {
-        gpu.memBlocks[c]!++;
-        if (mem > gpu.mem[c]!) gpu.mem[c] = mem;
-      }
-    }
     const worker = w.worker[i]!;
     if (worker !== WORKER_NONE) {
       if (this.worker[c] === 0xffff && worker < 0xffff) this.worker[c] = worker;
       if (this.workers.size < 0xfffe) this.workers.add(worker);
     }
+  }
+
+  /**
+   * Block `i`'s GPU figures into cell `c`, measured or not (a command task's blocks have GPU
+   * figures and no wall time); whether it has one.
+   */
+  addGpu(c: number, w: ResourceWindow, i: number): boolean {
+    const util = w.gpuUtil[i]!;
+    const mem = w.gpuMem[2 * i]! + w.gpuMem[2 * i + 1]! * 4294967296;
+    if (util !== util && !(mem > 0)) return false;
+    const gpu = (this.gpu ??= new GpuCells(this.measured.length));
+    if (util === util) {
+      gpu.util[c]! += util;
+      gpu.utilBlocks[c]!++;
+    }
+    if (mem > 0) {
+      gpu.memBlocks[c]!++;
+      if (mem > gpu.mem[c]!) gpu.mem[c] = mem;
+    }
+    return true;
   }
 }
 
@@ -185,9 +192,12 @@ export function buildBlockMap(meta: StoreMetadata, options: MapBuildOptions): Bl
           const k = offset + i;
           const c = base + (((x0 + i) / lastFactor) | 0);
           countState(counts, doneView, failures, outputs, k, c);
+          const gpu = resources!.addGpu(c, window, k);
           if (window.wall[k] === window.wall[k]) {
             resources!.add(c, window, k);
             stats?.visit(position + i, window, k, failures[k]!, doneView[k] === 1);
+          } else if (gpu) {
+            stats?.visitGpu(position + i, window, k, doneView[k] === 1);
           }
         }
       });

@@ -244,7 +244,10 @@ export interface Timeline {
   readonly workers: readonly number[];
   /** Blocks as bars, sampled evenly to at most `MAX_TIMELINE_BARS` when there are more. */
   readonly bars: readonly TimelineBar[];
-  /** Blocks measured (all of them, bars may be a sample). */
+  /**
+   * Blocks timed (all of them, bars may be a sample): those measured (a wall time), and those
+   * with a GPU figure but no wall time (a command task's), drawn from `sent_at` to `returned_at`.
+   */
   readonly blocks: number;
   /** `[t, blocks done by t]` (failed blocks are not counted), at most 401 points. */
   readonly completed: readonly (readonly [number, number])[];
