@@ -7,9 +7,9 @@
  * cell holds several blocks, one with blocks that have no tracking cell; stores mapped and on
  * the fs fallback. Also: a change the map is not told of stays unseen (the frame is really
  * incremental), the first failed blocks are found in grid order, and a closed store is read as
- * any other. The blocks carry GPU figures (issue 49), as the scheduler writes them: a frame has
- * none of the report's metric layers, so it stays the pass's, while the full document (a pass
- * under `run --serve` too) offers the GPU layers.
+ * any other. The blocks carry GPU figures (issue 49), as the scheduler writes them: the frame's
+ * `status` sums them (`resources.gpu`) from the live map's cells as a pass does, and the full
+ * document (a pass under `run --serve` too) offers the GPU layers.
  */
 
 import { after, describe, it } from "node:test";
@@ -252,6 +252,7 @@ describe("the live map of run --serve", () => {
           const { live } = ledger.frames();
           assert.ok(live.status.stores[0]!.failed > 0 && live.status.stores[0]!.done > 0);
           assert.deepEqual(live.tasks[0]!.map.metrics, []);
+          assert.ok(live.status.stores[0]!.resources!.gpu!.blocks_measured > 0);
           // The full document is a pass, live map or not: it has the GPU layers and track.
           const held = (dir: string) => (dir === ledger.map.path ? ledger.map : null);
           const full = buildReport(ledger.dir, { maxCells: c.maxCells, now: NOW, held });

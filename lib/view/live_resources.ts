@@ -20,6 +20,8 @@ export const RESOURCE_NAMES = [
   "io_write_bytes",
   "sent_at",
   "returned_at",
+  "gpu_util_pct",
+  "gpu_mem_bytes",
 ] as const;
 
 /** Cells per window of the first pass. */
@@ -34,6 +36,8 @@ export interface ResourceArrays {
   readonly ioWrite: Uint32Array;
   readonly sent: Float64Array;
   readonly returned: Float64Array;
+  readonly gpuUtil: Float32Array;
+  readonly gpuMem: Uint32Array;
 }
 
 export function resourceArrays(bytes: readonly Uint8Array[], cells: number): ResourceArrays {
@@ -48,6 +52,8 @@ export function resourceArrays(bytes: readonly Uint8Array[], cells: number): Res
     ioWrite: u64(bytes[4]!),
     sent: f64(bytes[5]!),
     returned: f64(bytes[6]!),
+    gpuUtil: f32(bytes[7]!),
+    gpuMem: u64(bytes[8]!),
   };
 }
 
@@ -65,6 +71,10 @@ export class ResourceCells {
   readonly ioWrite: Float64Array;
   readonly sent: Float64Array;
   readonly returned: Float64Array;
+  /** Blocks with a `gpu_util_pct`, their sum, and the largest `gpu_mem_bytes`. */
+  readonly gpuBlocks: Uint32Array;
+  readonly gpuUtil: Float64Array;
+  readonly gpuMem: Float64Array;
 
   constructor(cells: number) {
     this.measured = new Uint32Array(cells);
@@ -75,6 +85,9 @@ export class ResourceCells {
     this.ioWrite = new Float64Array(cells);
     this.sent = new Float64Array(cells).fill(Infinity);
     this.returned = new Float64Array(cells).fill(-Infinity);
+    this.gpuBlocks = new Uint32Array(cells);
+    this.gpuUtil = new Float64Array(cells);
+    this.gpuMem = new Float64Array(cells);
   }
 
   /** Cell `c` takes the figures of cell 0 of `from`. */
@@ -87,6 +100,9 @@ export class ResourceCells {
     this.ioWrite[c] = from.ioWrite[0]!;
     this.sent[c] = from.sent[0]!;
     this.returned[c] = from.returned[0]!;
+    this.gpuBlocks[c] = from.gpuBlocks[0]!;
+    this.gpuUtil[c] = from.gpuUtil[0]!;
+    this.gpuMem[c] = from.gpuMem[0]!;
   }
 
   report(): ResourceReport {
@@ -98,7 +114,13 @@ export class ResourceCells {
     let ioWrite = 0;
     let sent = Infinity;
     let returned = -Infinity;
+    let gpuBlocks = 0;
+    let gpuUtil = 0;
+    let gpuMem = 0;
     for (let c = 0; c < this.measured.length; c++) {
+      gpuBlocks += this.gpuBlocks[c]!;
+      gpuUtil += this.gpuUtil[c]!;
+      if (this.gpuMem[c]! > gpuMem) gpuMem = this.gpuMem[c]!;
       measured += this.measured[c]!;
       wall += this.wall[c]!;
       cpu += this.cpu[c]!;
@@ -108,6 +130,14 @@ export class ResourceCells {
       if (this.sent[c]! < sent) sent = this.sent[c]!;
       if (this.returned[c]! > returned) returned = this.returned[c]!;
     }
+    // `status`'s GPU figures, by resource_report.ts's rules: null when no block has one.
+    const gpu = {
+      gpu: gpuBlocks === 0 && gpuMem === 0 ? null : {
+        blocks_measured: gpuBlocks,
+        util_pct_mean: gpuBlocks === 0 ? null : gpuUtil / gpuBlocks,
+        mem_bytes_max: gpuMem,
+      },
+    };
     return {
       blocks_measured: measured,
       wall_seconds_total: wall,
@@ -118,6 +148,7 @@ export class ResourceCells {
       io_write_bytes_total: ioWrite,
       first_sent_at: isoOrNull(sent),
       last_returned_at: isoOrNull(returned),
+      ...gpu,
     };
   }
 }
@@ -145,6 +176,13 @@ export function addResources(r: ResourceCells, v: ResourceArrays, k: number, c: 
   if (sent < r.sent[c]!) r.sent[c] = sent;
   const returned = v.returned[k]!;
   if (returned > r.returned[c]!) r.returned[c] = returned;
+  const util = v.gpuUtil[k]!;
+  if (util === util) {
+    r.gpuBlocks[c]!++;
+    r.gpuUtil[c]! += util;
+  }
+  const mem = v.gpuMem[2 * k]! + v.gpuMem[2 * k + 1]! * 4294967296;
+  if (mem > r.gpuMem[c]!) r.gpuMem[c] = mem;
 }
 
 export const EMPTY_RESOURCES = new ResourceCells(1);
