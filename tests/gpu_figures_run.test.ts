@@ -225,6 +225,39 @@ def process(block):
     },
   );
 
+  it(
+    "a JavaScript task's threads: their devices' utilisation, no memory of their own",
+    GCC,
+    async () => {
+      const dir = newDir("threads");
+      const library = scriptedNvml(stand_in(), dir, script(dir));
+      // The blocks list the scheduler's own process (theirs too) with memory on both devices:
+      // a thread's figure must not claim it.
+      const file = pipeline(
+        dir,
+        6,
+        `process(block) {
+    for (const d of [0, 1]) {
+      fs.writeFileSync(${
+          JSON.stringify(dir)
+        } + "/procs" + d + ".txt", process.pid + " 5000000000\\n");
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250);
+  }`,
+      );
+      fs.writeFileSync(
+        file,
+        `import * as fs from "node:fs";\nimport process from "node:process";\n` +
+          fs.readFileSync(file, "utf8"),
+      );
+      const { r, tracking } = await run(dir, file, nvmlEnv(library), ["--resources", "gpu=2"]);
+      assert.deepEqual(gpuLines(r), []);
+      const { util, mem } = ledger(tracking, 6);
+      assert.ok(util.every((u) => u === 37 || u === 81), `each block its worker's device: ${util}`);
+      assert.deepEqual(mem, [0, 0, 0, 0, 0, 0]);
+    },
+  );
+
   it("without the library: NaN and 0, and the run says once why", GCC, async () => {
     const dir = newDir("missing");
     const { r, tracking } = await run(
