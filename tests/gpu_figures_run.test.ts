@@ -366,6 +366,15 @@ def process(block):
     const cpu = await runCli(runArgs(plain, tracking, ["--resource-tracking"]), { cwd: dir, env });
     assert.equal(cpu.code, 0, describeRun(cpu));
     assert.equal(fs.existsSync(log), false, "no task requires GPUs: no NVML call");
+    const serial = await runCli(runArgs(file, tracking, ["--resource-tracking", "--serial"]), {
+      cwd: dir,
+      env,
+    });
+    assert.equal(serial.code, 0, describeRun(serial));
+    assert.deepEqual(gpuLines(serial), [
+      "GPU figures: not recorded: --serial runs no worker to read them for",
+    ]);
+    assert.equal(fs.existsSync(log), false, "a serial run: no NVML call");
     // The control: with tracking on, NVML is opened once and shut down at the end.
     await run(dir, file, env, ["--resources", "gpu=2"]);
     const calls = fs.readFileSync(log, "utf8").trim().split("\n");

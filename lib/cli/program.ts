@@ -123,7 +123,7 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
     )
     .option(
       "--resource-tracking",
-      "also record per-block wall/CPU time, peak RSS and I/O in the ledger",
+      "also record per-block wall/CPU time, peak RSS and I/O in the ledger (and GPU figures for tasks that require GPUs)",
     )
     .addOption(
       new Option("--tracking-io <mode>", "how tracking stores are read and written")
