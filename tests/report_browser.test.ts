@@ -249,6 +249,12 @@ describe("reports and dashboards of real runs, in Chromium", () => {
       assert.equal(made.code, 0, made.stderr);
       const { page: p, problems } = await page(pathToFileURL(path.join(dir, "report.html")).href);
       const task = "predict";
+      // The Resources part: status's GPU figures.
+      const shown = await counts(p, task);
+      const utils = blocks.filter((b) => !Number.isNaN(b.util)).map((b) => b.util);
+      const utilMean = utils.reduce((a, b) => a + b, 0) / utils.length;
+      assert.equal(shown["gpu_util_mean"], `${Number(utilMean.toFixed(1))}%`);
+      assert.equal(Number(shown["gpu_mem_max"]), 4 * 2 ** 31 + 11);
       const layers = await p.evaluate(() => globalThis.blockwiseReport!.layers("predict"));
       assert.deepEqual(layers.filter((l) => l.startsWith("gpu_")), [
         "gpu_util_pct",

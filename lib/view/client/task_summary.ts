@@ -9,7 +9,13 @@ import type { StatusJsonStore } from "../status_json.ts";
 import type { ServedLocation, TaskView } from "../report_data.ts";
 import { STATE_COLORS } from "./colors.ts";
 import { type Child, facts, h } from "./dom.ts";
-import { formatBytes, formatCount, formatIso, formatSeconds } from "./format.ts";
+import {
+  formatBytes,
+  formatCount,
+  formatIso,
+  formatPercentValue,
+  formatSeconds,
+} from "./format.ts";
 
 function progressBar(store: StatusJsonStore): HTMLElement {
   const bar = h("div", { class: "progress", attrs: { role: "img" } });
@@ -111,6 +117,22 @@ export function resourcesView(store: StatusJsonStore | undefined): HTMLElement {
     ["first block sent", formatIso(r.first_sent_at)],
     ["last block returned", formatIso(r.last_returned_at)],
     ["span", span === null || !Number.isFinite(span) ? "–" : formatSeconds(span)],
+    // `status`'s GPU figures, when some block has one.
+    ...(r.gpu
+      ? [
+        [
+          "GPU utilisation, mean",
+          r.gpu.util_pct_mean === null ? "–" : formatPercentValue(r.gpu.util_pct_mean),
+          "gpu_util_mean",
+        ] as const,
+        [
+          "GPU memory, max",
+          formatBytes(r.gpu.mem_bytes_max),
+          "gpu_mem_max",
+          r.gpu.mem_bytes_max,
+        ] as const,
+      ]
+      : []),
   ]);
 }
 
