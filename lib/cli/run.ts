@@ -119,9 +119,13 @@ export async function runPipeline(
   stopSwitch?: StopSwitch,
 ): Promise<number> {
   const stop = stopSwitch ?? installStopSwitch();
+  // NVML, when the run wants GPU figures: closed here, whichever way the run ends.
+  let gpu = RunGpu.NONE;
   try {
-    return await runStages(pipeline, options, stop);
+    gpu = await RunGpu.open(selectForCommand(pipeline, options).pipeline, options, process.env);
+    return await runStages(pipeline, options, stop, gpu);
   } finally {
+    gpu.close();
     if (stopSwitch === undefined) stop.dispose();
   }
 }
@@ -130,6 +134,7 @@ async function runStages(
   whole: PipelineConfig,
   options: RunCommandOptions,
   stop: StopSwitch,
+  gpu: RunGpu,
 ): Promise<number> {
   const selection = selectForCommand(whole, options);
   const pipeline = selection.pipeline;
@@ -144,7 +149,6 @@ async function runStages(
   // Refuse a task that could never start a worker before any store is opened or written.
   preflight(pipeline);
   let devices: DeviceSeats | null = null;
-  const gpu = await RunGpu.open(pipeline, options, process.env);
   if (options.serial === true) checkSerialRunnable(pipeline);
   else {
     const launches = effectiveLaunches(pipeline, options.launcher);
@@ -191,7 +195,6 @@ async function runStages(
   let outputs: RunOutputs | null = null;
   const closeAll = (stoppedBy: StopReason | null, code: number | null) => {
     tracking?.close(null, code, undefined, stoppedBy);
-    gpu.close();
     console.close();
     events?.close();
     void dashboard?.close();
@@ -410,7 +413,6 @@ async function runLoop(
     throw error;
   } finally {
     watch?.close();
-    started.gpu.close();
     console.close();
   }
   await remote?.close();
