@@ -92,6 +92,12 @@ function devicesOf(dir: string): Map<number, number> {
   return new Map(lines.map((l) => l.split(" ").map(Number) as [number, number]));
 }
 
+/** Block id -> how many blocks its worker had run with it (the Python test's third column). */
+function nthOf(dir: string): Map<number, number> {
+  const lines = fs.readFileSync(path.join(dir, "blocks.log"), "utf8").trim().split("\n");
+  return new Map(lines.map((l) => l.split(" ").map(Number)).map((f) => [f[0]!, f[2]!]));
+}
+
 /** The ledger's two GPU arrays of task "predict" (one chunk: the tasks here are small). */
 function ledger(tracking: string, n: number): { util: number[]; mem: number[] } {
   const store = path.join(tracking, "predict");
@@ -194,20 +200,20 @@ describe("GPU figures in a run, against the stand-in NVML", () => {
         path.join(dir, "task.py"),
         `import os, time
 
-listed = False
+done = 0
 
 def process(block):
-    global listed
+    # This worker's process "holds" more device memory with each block it runs, from the
+    # block's start on: a block's figure is its own only if its window is where it ran.
+    global done
+    done += 1
     dev = int(os.environ["CUDA_VISIBLE_DEVICES"])
-    if not listed:
-        # This worker's process "holds" (dev + 3) * 2^32 + 777 bytes on its device from now on.
-        with open(os.path.join(${JSON.stringify(dir)}, "procs%d.tmp" % dev), "w") as f:
-            f.write("%d %d\\n" % (os.getpid(), (dev + 3) * ${GIB4} + 777))
-        os.rename(os.path.join(${JSON.stringify(dir)}, "procs%d.tmp" % dev),
-                  os.path.join(${JSON.stringify(dir)}, "procs%d.txt" % dev))
-        listed = True
-    with open(os.path.join(${JSON.stringify(dir)}, "blocks.log"), "a") as f:
-        f.write("%d %d\\n" % (block.id, dev))
+    folder = ${JSON.stringify(dir)}
+    with open(os.path.join(folder, "procs%d.tmp" % dev), "w") as f:
+        f.write("%d %d\\n" % (os.getpid(), (dev + 3) * ${GIB4} + 1000 * done))
+    os.rename(os.path.join(folder, "procs%d.tmp" % dev), os.path.join(folder, "procs%d.txt" % dev))
+    with open(os.path.join(folder, "blocks.log"), "a") as f:
+        f.write("%d %d %d\\n" % (block.id, dev, done))
     time.sleep(0.25)
 `,
       );
@@ -219,7 +225,8 @@ def process(block):
       for (let id = 0; id < 6; id++) {
         const device = devices.get(id)!;
         assert.equal(util[id], Number(UTIL[device]), `block ${id} on device ${device}: ${util}`);
-        assert.equal(mem[id], (device + 3) * GIB4 + 777, `block ${id}'s memory: ${mem}`);
+        const nth = nthOf(dir).get(id)!;
+        assert.equal(mem[id], (device + 3) * GIB4 + 1000 * nth, `block ${id}'s memory: ${mem}`);
       }
       assert.equal(new Set(devices.values()).size, 2, "both workers ran blocks");
     },
