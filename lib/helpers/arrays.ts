@@ -13,7 +13,8 @@ import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
 import { registerNativeCodecs } from "../runtime/blosc_native.ts";
 import { registerZarrCodecs } from "../zarr/codecs.ts";
-import { wholeChunkAt, writeWholeChunk } from "./whole_chunks.ts";
+import { ChunkFileStore } from "./chunk_files.ts";
+import { readWholeChunk, wholeChunkAt, writeWholeChunk } from "./whole_chunks.ts";
 
 /** A box in the pipeline's coordinates: [offset, offset + shape) on each axis. */
 export interface RoiLike {
@@ -75,7 +76,7 @@ export async function openArray(path: string): Promise<ZarrArray> {
   await registerNativeCodecs();
   let array: ZarrArray;
   try {
-    array = await zarr.open(new FileSystemStore(path), { kind: "array" });
+    array = await zarr.open(new ChunkFileStore(path), { kind: "array" });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new Error(
@@ -110,7 +111,7 @@ export async function readRoi(
   if (box.whole) {
     // A block that is one chunk gets the decoded chunk itself, not a copy of it.
     const coords = wholeChunkAt(array, box.start, box.stop);
-    if (coords !== null) return numeric(array, await array.getChunk(coords), "readRoi");
+    if (coords !== null) return numeric(array, await readWholeChunk(array, coords), "readRoi");
     return numeric(array, await zarr.get(array, roiSelection(roi, options)), "readRoi");
   }
   const size = roi.shape.reduce((a, b) => a * b, 1);
