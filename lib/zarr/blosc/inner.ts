@@ -12,6 +12,7 @@ import { type Cname, LIBRARY_OF_FORMAT } from "./format.ts";
 import { lz4Decode } from "./lz4_decode.ts";
 import { lz4Compress } from "./lz4_encode.ts";
 import { lz4hcCompress } from "./lz4hc_encode.ts";
+import { outputPiece } from "../native_compression.ts";
 
 /**
  * node:zlib's zstd functions, which Bun 1.4 and Deno 2.9 have natively but the @types/node
@@ -20,9 +21,12 @@ import { lz4hcCompress } from "./lz4hc_encode.ts";
 interface ZstdZlib {
   zstdCompressSync(
     input: Uint8Array,
-    options: { params: Record<number, number>; pledgedSrcSize: number },
+    options: { params: Record<number, number>; pledgedSrcSize: number; chunkSize: number },
   ): Uint8Array;
-  zstdDecompressSync(input: Uint8Array, options: { maxOutputLength: number }): Uint8Array;
+  zstdDecompressSync(
+    input: Uint8Array,
+    options: { maxOutputLength: number; chunkSize: number },
+  ): Uint8Array;
   constants: { ZSTD_c_compressionLevel: number };
 }
 const zstd = zlib as unknown as ZstdZlib;
@@ -67,11 +71,14 @@ export function compressStream(
     case "zlib":
     case "zstd": {
       const input = src.subarray(srcAt, srcAt + length);
+      // One output piece of the stream's size (node:zlib joins 16 KiB pieces otherwise).
+      const chunkSize = outputPiece(length + 1024);
       const out = cname === "zlib"
-        ? zlib.deflateSync(input, { level: zlibLevel(clevel) })
+        ? zlib.deflateSync(input, { level: zlibLevel(clevel), chunkSize })
         : zstd.zstdCompressSync(input, {
           params: { [zstd.constants.ZSTD_c_compressionLevel]: zstdLevel(clevel) },
           pledgedSrcSize: length,
+          chunkSize,
         });
       if (out.length > maxOut) return 0;
       dst.set(out, dstAt);
@@ -102,9 +109,10 @@ export function inflateStream(
   const input = src.subarray(srcAt, srcAt + csize);
   let out: Uint8Array;
   try {
+    const chunkSize = outputPiece(length);
     out = format === 3
-      ? zlib.inflateSync(input, { maxOutputLength: length })
-      : zstd.zstdDecompressSync(input, { maxOutputLength: length });
+      ? zlib.inflateSync(input, { maxOutputLength: length, chunkSize })
+      : zstd.zstdDecompressSync(input, { maxOutputLength: length, chunkSize });
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new Error(`blosc: corrupt ${LIBRARY_OF_FORMAT[format]} stream (${why})`);
