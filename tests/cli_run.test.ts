@@ -7,11 +7,12 @@
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import process from "node:process";
 import { buildProgram } from "../lib/cli/program.ts";
+import { codecsLine } from "../lib/cli/codecs_line.ts";
 import { VERSION } from "../lib/version.ts";
 import { countLines, readLines, REPO_ROOT, writePipeline } from "./fixtures/parallel/harness.ts";
 
@@ -621,12 +622,34 @@ describe("blockwise types, --help and --version", () => {
       assert.equal(help.code, 0, help.stderr);
       assert.match(help.stdout, /Usage: blockwise/);
       if (args.length > 0) assert.match(help.stdout, new RegExp(`Usage: blockwise ${args[0]}`));
+      const expected = `${SOURCE_VERSION_LINE}\n${await codecsLine()}`;
       const version = await cli([...args, "--version"]);
       assert.equal(version.code, 0, version.stderr);
-      assert.equal(version.stdout.trim(), SOURCE_VERSION_LINE);
+      assert.equal(version.stdout.trim(), expected);
       const short = await cli([...args, "-V"]);
       assert.equal(short.code, 0, short.stderr);
-      assert.equal(short.stdout.trim(), SOURCE_VERSION_LINE);
+      assert.equal(short.stdout.trim(), expected);
     });
   }
+
+  it("--version says which Blosc runs, and why not libblosc", () => {
+    const run = (setting: string) =>
+      spawnSync(BUN, ["main.ts", "--version"], {
+        cwd: REPO_ROOT,
+        encoding: "utf8",
+        env: { ...process.env, BLOCKWISE_LIBBLOSC: setting },
+      });
+    const off = run("off");
+    assert.equal(off.status, 0, off.stderr);
+    assert.match(
+      off.stdout,
+      /^codecs: gzip, zlib, zstd native \(node:zlib\); blosc: blockwise's TypeScript Blosc \(BLOCKWISE_LIBBLOSC=off\)$/m,
+    );
+    const missing = run("/no/such/libblosc.so.1");
+    assert.equal(missing.status, 0, missing.stderr);
+    assert.match(
+      missing.stdout,
+      /^codecs: .*; blosc: cannot use the libblosc "\/no\/such\/libblosc.so.1": .*Fix: /m,
+    );
+  });
 });

@@ -4,6 +4,7 @@ import process from "node:process";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { versionLine } from "../version.ts";
 import { carriedModulesLine } from "../pipeline/provided_modules.ts";
+import { codecsLine } from "./codecs_line.ts";
 import {
   EXIT_INTERNAL_ERROR,
   EXIT_INVALID_INPUT,
@@ -34,8 +35,12 @@ import { workerCommand, type WorkerCommandOptions } from "./worker.ts";
 import { initCommand } from "./init.ts";
 import { daisySessionCommand } from "./daisy_session.ts";
 
-export function buildProgram(setExitCode: (code: number) => void): Command {
-  const version = `${versionLine()}\n${carriedModulesLine()}`;
+export function buildProgram(
+  setExitCode: (code: number) => void,
+  codecs: string | null = null,
+): Command {
+  const version = [versionLine(), carriedModulesLine(), ...(codecs === null ? [] : [codecs])]
+    .join("\n");
   const program = new Command("blockwise")
     .description(
       "Resumable blockwise task scheduler for huge n-dimensional volumes.\n" +
@@ -361,7 +366,9 @@ export function buildProgram(setExitCode: (code: number) => void): Command {
 /** Parse the arguments, run the command and return the process exit code. */
 export async function main(argv: readonly string[]): Promise<number> {
   let code = 0;
-  const program = buildProgram((c) => (code = c));
+  // Which codecs run is found by loading libblosc (8-12 ms): only for --version.
+  const wantsVersion = argv.some((a) => a === "--version" || a === "-V");
+  const program = buildProgram((c) => (code = c), wantsVersion ? await codecsLine() : null);
   try {
     await program.parseAsync([...argv]);
     return code;
