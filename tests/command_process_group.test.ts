@@ -2,7 +2,8 @@
  * Command blocks run in a process group tied to the run (lib/runtime/command_group.ts): output
  * arrives in whole lines, a stop or timeout kills the command's grandchildren too, a command
  * that exits leaves nothing behind, and a blockwise process killed with SIGKILL (under Bun and
- * under Deno) takes its running commands with it. Also the task field `cwd`.
+ * under Deno) takes its running commands with it, even one it started the instant before.
+ * Also the task field `cwd`.
  */
 
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
@@ -227,6 +228,41 @@ describe("a blockwise process killed with SIGKILL", () => {
         );
       } finally {
         child.kill("SIGKILL");
+      }
+    });
+  }
+});
+
+describe("a process killed with SIGKILL right after starting a command", () => {
+  for (const [runtime, launcher] of Object.entries(RUNTIMES)) {
+    // No turn of the event loop between the spawn and the SIGKILL: the reaper's lines must
+    // already be in its pipe (Bun's node:child_process wrote them a turn later: lost).
+    it(`takes the command with it (${runtime})`, { timeout: 30_000 }, async () => {
+      const dir = newDir(`instant-${runtime}`);
+      const pidFile = path.join(dir, "pid");
+      const script = path.join(dir, "die.ts");
+      const lib = (file: string) => JSON.stringify(path.join(REPO_ROOT, "lib", "runtime", file));
+      // `env -i`: only the registration finds the command, not the token.
+      fs.writeFileSync(
+        script,
+        `import fs from "node:fs";
+import process from "node:process";
+import { findProgram, startCommandGroup } from ${lib("command_group.ts")};
+const group = startCommandGroup([findProgram("env", process.env.PATH, "/"), "-i", "/bin/sleep", "60"], {
+  env: [process.env], cwd: null, onStdout: () => {}, onStderr: () => {},
+});
+fs.writeFileSync(${JSON.stringify(pidFile)}, String(group.pid));
+process.kill(process.pid, "SIGKILL");
+`,
+      );
+      const [program, ...args] = launcher;
+      const child = spawn(program, [...args.slice(0, -1), script], { stdio: "ignore" });
+      await new Promise((resolve) => child.once("exit", resolve));
+      const [pid] = await pidsIn(pidFile, 1);
+      try {
+        await until(() => !alive(pid!), 10_000, `command ${pid} outlived its starter`);
+      } finally {
+        if (alive(pid!)) process.kill(pid!, "SIGKILL");
       }
     });
   }
