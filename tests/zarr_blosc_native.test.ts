@@ -148,7 +148,14 @@ describe("libblosc through FFI next to the TypeScript Blosc", () => {
       }
     }
     assert.deepEqual(wrong, []);
-    assert.equal(calls.decompress, 2 * (cases.length - 1), "all but the empty frame went to C");
+    // zlib frames decode in TypeScript (the runtime's zlib-ng is faster than the system's zlib).
+    const zlibFrames = cases.filter((c) => c.config.cname === "zlib" && bytes.get(c.data)!.length);
+    assert.ok(zlibFrames.length > 0);
+    assert.equal(
+      calls.decompress,
+      2 * (cases.length - 1 - zlibFrames.length),
+      "all but the empty frame and zlib frames went to C",
+    );
   });
 
   it(

@@ -58,6 +58,9 @@ export function nativeBlosc(): NativeBlosc | null {
   return native;
 }
 
+/** The compressor format number of zlib in a frame's flags (their top three bits). */
+const FORMAT_ZLIB = 3;
+
 const SHUFFLE_NUMBER = { noshuffle: 0, shuffle: 1, bitshuffle: 2 } as const;
 
 /**
@@ -96,6 +99,9 @@ function refuse(why: string): never {
 export function decodeNative(frame: Uint8Array, out?: Uint8Array): Uint8Array | undefined {
   const impl = native;
   if (impl === null || frame.length < HEADER_BYTES) return undefined;
+  // zlib streams decode faster through the runtime's zlib-ng than through the system's zlib
+  // inside libblosc (2.17 vs 2.59 ms per 1 MiB chunk): those frames stay in TypeScript.
+  if (frame[2]! >> 5 === FORMAT_ZLIB) return undefined;
   const { nbytes, cbytes } = impl.cbufferSizes(frame);
   // Negative int32s come back as huge size_t values: the TypeScript decoder names those.
   if (nbytes === 0 || nbytes > MAX_BUFFER || cbytes > MAX_BUFFER + HEADER_BYTES) return undefined;
