@@ -54,6 +54,7 @@ import * as path from "node:path";
 import process from "node:process";
 import { openArray } from "../lib/helpers/mod.ts";
 import { registerNativeCodecs } from "../lib/runtime/blosc_native.ts";
+import { copyStrided } from "../lib/helpers/strided_copy.ts";
 
 const ROOT = path.resolve(import.meta.dirname ?? ".", "..");
 const ASSETS = path.join(ROOT, "bench", "codecs");
@@ -429,6 +430,40 @@ if (loadBefore[0]! > BUSY_LOAD) {
 
 fs.mkdirSync(dataDir, { recursive: true });
 buildData();
+reportCopy();
+
+/**
+ * What every write pass does before encoding, on both sides: copying each 64^3 block out of
+ * the field in memory. numpy copies 256-byte rows with memcpy; blockwise with 32-bit words
+ * (lib/helpers/strided_copy.ts). Medians of 5 passes over every block.
+ */
+function reportCopy(): void {
+  const py = pythonCall(["copy", rawPath, String(size)]) as { copy_ms: number };
+  const bytes = fs.readFileSync(rawPath);
+  const field = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  const block = new Float32Array(CHUNK ** 3);
+  const passes: number[] = [];
+  for (let pass = 0; pass < 6; pass++) {
+    const started = performance.now();
+    for (let z = 0; z < size; z += CHUNK) {
+      for (let y = 0; y < size; y += CHUNK) {
+        for (let x = 0; x < size; x += CHUNK) {
+          copyStrided({
+            data: field.subarray((z * size + y) * size + x),
+            shape: [CHUNK, CHUNK, CHUNK],
+            stride: [size * size, size, 1],
+          }, block);
+        }
+      }
+    }
+    if (pass > 0) passes.push((performance.now() - started) / BLOCKS);
+  }
+  console.log(
+    `copy of each ${CHUNK}^3 block out of the field in memory (part of every write, before encoding): numpy ${
+      py.copy_ms.toFixed(2)
+    } ms, blockwise ${median(passes).toFixed(2)} ms per block`,
+  );
+}
 
 const figures = new Map<string, Figures>();
 const middle = Array(3).fill(Math.floor(size / CHUNK / 2)).join(".");

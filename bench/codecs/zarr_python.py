@@ -10,6 +10,10 @@
     python3 zarr_python.py chunk ARRAY CONFIG_JSON KEY
         One chunk's decode and encode through the numcodecs codec, timeit, median of 5 repeats.
         Prints {"decode_ms", "encode_ms"}.
+    python3 zarr_python.py copy RAW SIZE
+        numpy's copy of every 64^3 block out of RAW's field in memory into one reused block
+        (what `out[:] = data` does per chunk before encoding), median of 5 passes. Prints
+        {"copy_ms"} per block.
     python3 zarr_python.py verify RAW ARRAY...
         Each ARRAY read by zarr-python against RAW's values. Prints [{"array", "equal",
         "chunks", "expected_chunks"}].
@@ -115,6 +119,20 @@ def chunk(array, config, key):
     }))
 
 
+def copy(raw, size):
+    data = np.fromfile(raw, dtype="<f4").reshape(size, size, size)
+    out = np.empty((CHUNK, CHUNK, CHUNK), dtype="<f4")
+    passes = []
+    for _ in range(6):
+        started = time.perf_counter()
+        for z in range(0, size, CHUNK):
+            for y in range(0, size, CHUNK):
+                for x in range(0, size, CHUNK):
+                    out[...] = data[z:z + CHUNK, y:y + CHUNK, x:x + CHUNK]
+        passes.append((time.perf_counter() - started) / (size // CHUNK) ** 3 * 1000)
+    print(json.dumps({"copy_ms": statistics.median(passes[1:])}))
+
+
 def verify(raw, arrays):
     results = []
     for array in arrays:
@@ -138,6 +156,8 @@ def main(argv):
         measure(argv[2], argv[3], argv[4])
     elif command == "chunk":
         chunk(argv[2], json.loads(argv[3]), argv[4])
+    elif command == "copy":
+        copy(argv[2], int(argv[3]))
     elif command == "verify":
         verify(argv[2], argv[3:])
     else:
