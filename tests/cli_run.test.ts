@@ -632,19 +632,22 @@ describe("blockwise types, --help and --version", () => {
     });
   }
 
-  it("--version says which Blosc runs, and why not libblosc", () => {
-    const run = (setting: string) =>
+  it("--version says which Blosc and which zstd encoder run, and why not the C library", () => {
+    const run = (setting: string, zstd = "") =>
       spawnSync(BUN, ["main.ts", "--version"], {
         cwd: REPO_ROOT,
         encoding: "utf8",
-        env: { ...process.env, BLOCKWISE_LIBBLOSC: setting },
+        env: { ...process.env, BLOCKWISE_LIBBLOSC: setting, BLOCKWISE_LIBZSTD: zstd },
       });
     const off = run("off");
     assert.equal(off.status, 0, off.stderr);
     assert.match(
       off.stdout,
-      /^codecs: gzip, zlib, zstd native \(node:zlib\); blosc: blockwise's TypeScript Blosc \(BLOCKWISE_LIBBLOSC=off\)$/m,
+      /^codecs: gzip, zlib native \(node:zlib\); zstd: .+; blosc: blockwise's TypeScript Blosc \(BLOCKWISE_LIBBLOSC=off\)$/m,
     );
+    const zstdOff = run("", "off");
+    assert.equal(zstdOff.status, 0, zstdOff.stderr);
+    assert.match(zstdOff.stdout, /; zstd: node:zlib \(BLOCKWISE_LIBZSTD=off\); blosc: /);
     const missing = run("/no/such/libblosc.so.1");
     assert.equal(missing.status, 0, missing.stderr);
     assert.match(

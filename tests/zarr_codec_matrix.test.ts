@@ -18,6 +18,8 @@ import { FileSystemStore } from "@zarrita/storage";
 import { registry } from "zarrita";
 import { registerZarrCodecs } from "../lib/zarr/codecs.ts";
 import { NativeGzip, NativeZlib, NativeZstd } from "../lib/zarr/native_codecs.ts";
+import { setNativeZstd } from "../lib/zarr/native_compression.ts";
+import { loadNativeZstd } from "../lib/runtime/zstd_native.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 
 const newDir = scratchDirs("codec-matrix");
@@ -153,9 +155,17 @@ function findPython(): string | null {
 }
 
 const python = findPython();
+const libzstd = fs.existsSync("/usr/lib/x86_64-linux-gnu/libzstd.so.1") ||
+  fs.existsSync("/usr/lib/aarch64-linux-gnu/libzstd.so.1");
 const required = process.env["BLOCKWISE_REQUIRE_PYTHON_CODECS"] === "1";
 const pythonSkip = python === null && !required
   ? { skip: "no python3 here imports numcodecs: apt-get install python3-numcodecs" }
+  : {};
+
+const libzstdSkip = python === null && !required
+  ? pythonSkip
+  : !libzstd && !required
+  ? { skip: "no libzstd.so.1 here: apt-get install libzstd1" }
   : {};
 
 /** What went wrong for one input, in every case (empty when all is well). */
@@ -209,6 +219,25 @@ describe("gzip, zlib and zstd against numcodecs, every configuration", () => {
       },
     );
   }
+
+  // zstd encodes through the system's libzstd where it is found (lib/runtime/zstd_native.ts).
+  it(
+    "the same with zstd encoded by libzstd: numcodecs decodes it, at most 1 % larger",
+    libzstdSkip,
+    async () => {
+      const status = await loadNativeZstd({});
+      assert.notEqual(status.impl, null, status.reason);
+      setNativeZstd(status.impl);
+      try {
+        for (const shuffled of [false, true]) {
+          const label = `libzstd, ${shuffled ? "a byte-shuffled" : "a"} float32 chunk`;
+          assert.deepEqual(await compareWithNumcodecs(label, smoothChunk(shuffled)), []);
+        }
+      } finally {
+        setNativeZstd(null);
+      }
+    },
+  );
 });
 
 describe("settings a codec does not take", () => {

@@ -1,22 +1,36 @@
 /**
  * The third line of `--version`: which implementation each compressor runs in this runtime, so
  * a user can tell whether Blosc goes through the system's libblosc (C speed) or blockwise's
- * TypeScript port (2-4x slower to decode; docs/design/CODECS.md) without running a bench.
+ * TypeScript port (2-4x slower to decode), and zstd encodes through libzstd or node:zlib
+ * (docs/design/CODECS.md), without running a bench.
  */
 
 import { loadNativeBlosc } from "../runtime/blosc_native.ts";
+import { loadNativeZstd } from "../runtime/zstd_native.ts";
 
-/** e.g. "codecs: gzip, zlib, zstd native (node:zlib); blosc: libblosc 1.21.3 (libblosc.so.1)". */
-export async function codecsLine(): Promise<string> {
-  let blosc: string;
+/** What was loaded, or why not, in the words of `--version`. */
+async function described(
+  load: () => Promise<{ impl: unknown; description: string; reason: string }>,
+  prefix: RegExp,
+): Promise<string> {
   try {
-    const status = await loadNativeBlosc();
-    blosc = status.impl !== null && status.reason.startsWith("found ")
+    const status = await load();
+    return status.impl !== null && status.reason.startsWith("found ")
       ? status.description
       : `${status.description} (${status.reason})`;
   } catch (error) {
-    // BLOCKWISE_LIBBLOSC names a library that cannot be used: a run would stop with this.
-    blosc = (error instanceof Error ? error.message : String(error)).replace(/^blosc: /, "");
+    // The environment names a library that cannot be used: a run would stop with this.
+    return (error instanceof Error ? error.message : String(error)).replace(prefix, "");
   }
-  return `codecs: gzip, zlib, zstd native (node:zlib); blosc: ${blosc}`;
+}
+
+/**
+ * e.g. "codecs: gzip, zlib native (node:zlib); zstd: libzstd 1.5.4 (libzstd.so.1) to encode,
+ * node:zlib to decode; blosc: libblosc 1.21.3 (libblosc.so.1)".
+ */
+export async function codecsLine(): Promise<string> {
+  const zstd = await described(() => loadNativeZstd(), /^zstd: /);
+  const zstdPart = zstd.startsWith("libzstd ") ? `${zstd} to encode, node:zlib to decode` : zstd;
+  const blosc = await described(() => loadNativeBlosc(), /^blosc: /);
+  return `codecs: gzip, zlib native (node:zlib); zstd: ${zstdPart}; blosc: ${blosc}`;
 }

@@ -27,6 +27,7 @@ import { encodeFrame } from "../zarr/blosc/encode.ts";
 import { HEADER_BYTES } from "../zarr/blosc/format.ts";
 import { type BloscBufferSizes, type NativeBlosc, setNativeBlosc } from "../zarr/blosc/native.ts";
 import { ffiUnavailable, type OpenedLibblosc, openLibblosc } from "./blosc_ffi.ts";
+import { registerNativeZstd } from "./zstd_native.ts";
 
 export const LIBBLOSC_ENV = "BLOCKWISE_LIBBLOSC";
 
@@ -219,12 +220,14 @@ let installed: Promise<NativeBloscStatus> | undefined;
 
 /**
  * Installs this thread's Blosc once (the system's libblosc where usable, else the TypeScript
- * codec) and says which. Called next to registerZarrCodecs wherever pipelines and workers get
+ * codec) and its zstd encoder (the system's libzstd where usable, else node:zlib), and says
+ * which Blosc. Called next to registerZarrCodecs wherever pipelines and workers get
  * their codecs. Rejects (every time) when BLOCKWISE_LIBBLOSC names a library it cannot use.
  */
 export function registerNativeCodecs(): Promise<NativeBloscStatus> {
   if (installed === undefined) {
-    const loading = loadNativeBlosc().then((status) => {
+    // libzstd's encoder comes with it (zstd_native.ts): the same callers, the same moment.
+    const loading = Promise.all([loadNativeBlosc(), registerNativeZstd()]).then(([status]) => {
       setNativeBlosc(status.impl);
       return status;
     });

@@ -99,7 +99,25 @@ function ownBytes(b: Buffer): Uint8Array {
     : new Uint8Array(b);
 }
 
+/**
+ * A zstd encoder in C installed from above (lib/runtime/zstd_native.ts: the system's libzstd
+ * with a context kept per thread); undefined from `compress` leaves the frame to node:zlib.
+ */
+export interface NativeZstdEncoder {
+  readonly description: string;
+  compress(data: Uint8Array, level: number, checksum: boolean): Uint8Array | undefined;
+}
+
+let nativeZstd: NativeZstdEncoder | null = null;
+
+/** Installs `encoder` for this thread's zstd encodes, or with null goes back to node:zlib. */
+export function setNativeZstd(encoder: NativeZstdEncoder | null): void {
+  nativeZstd = encoder;
+}
+
 export function zstdCompress(data: Uint8Array, level: number, checksum: boolean): Uint8Array {
+  const native = nativeZstd?.compress(data, level, checksum);
+  if (native !== undefined) return native;
   const params = {
     [ZSTD_C_COMPRESSION_LEVEL]: level,
     [ZSTD_C_CHECKSUM_FLAG]: checksum ? 1 : 0,
