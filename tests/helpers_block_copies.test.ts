@@ -24,6 +24,23 @@ const newDir = scratchDirs("block-copies");
 const NAN32 = [0x7fc00001, 0xffc12345, 0x7f800001, 0x7fffffff];
 const NAN64_HIGH = [0x7ff00000, 0xfff12345, 0x7ff80000];
 
+/** Blocks of one 4x4 chunk each (no context), at `offsets` of an 8x8 array. */
+function chunkBlocks(offsets: number[][]) {
+  return offsets.map((offset) => ({
+    readRoi: { offset, shape: [4, 4] },
+    writeRoi: { offset, shape: [4, 4] },
+  }));
+}
+
+/** The 4x4 box at an offset of the 8x8 `volume`, as a strided view (what writeBlock copies). */
+function viewIn(volume: Float32Array) {
+  return (o: readonly number[]) => ({
+    data: volume.subarray(o[0]! * 8 + o[1]!),
+    shape: [4, 4],
+    stride: [8, 1],
+  });
+}
+
 describe("copying a block out of a larger volume", () => {
   for (
     const [name, make, words] of [
@@ -146,15 +163,8 @@ describe("scratch buffers", () => {
     });
     const onDisk = await openArray(folder);
     const volume = new Float32Array(64).map((_, i) => i + 0.25);
-    const blocks = [[0, 0], [0, 4], [4, 0], [4, 4]].map((offset) => ({
-      readRoi: { offset, shape: [4, 4] },
-      writeRoi: { offset, shape: [4, 4] },
-    }));
-    const view = (o: readonly number[]) => ({
-      data: volume.subarray(o[0]! * 8 + o[1]!),
-      shape: [4, 4],
-      stride: [8, 1],
-    });
+    const blocks = chunkBlocks([[0, 0], [0, 4], [4, 0], [4, 4]]);
+    const view = viewIn(volume);
     const arrays = [inMemory as unknown as typeof onDisk, onDisk];
     for (const array of arrays) {
       for (const b of blocks) await writeBlock(array, b, view(b.writeRoi.offset));
@@ -192,15 +202,8 @@ describe("reading blocks through reused file buffers", () => {
       });
       const array = await openArray(folder);
       const volume = new Float32Array(64).map((_, i) => i * 1.5 - 7);
-      const blocks = [[0, 0], [0, 4], [4, 0]].map((offset) => ({
-        readRoi: { offset, shape: [4, 4] },
-        writeRoi: { offset, shape: [4, 4] },
-      }));
-      const view = (o: readonly number[]) => ({
-        data: volume.subarray(o[0]! * 8 + o[1]!),
-        shape: [4, 4],
-        stride: [8, 1],
-      });
+      const blocks = chunkBlocks([[0, 0], [0, 4], [4, 0]]);
+      const view = viewIn(volume);
       for (const b of blocks) await writeBlock(array, b, view(b.writeRoi.offset));
       const read = [];
       for (let round = 0; round < 3; round++) {

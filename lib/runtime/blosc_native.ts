@@ -21,13 +21,13 @@
  */
 
 import process from "node:process";
-import { InputError } from "../errors.ts";
 import { normaliseBloscConfig } from "../zarr/blosc/config.ts";
 import { encodeFrame } from "../zarr/blosc/encode.ts";
 import { HEADER_BYTES } from "../zarr/blosc/format.ts";
 import { type BloscBufferSizes, type NativeBlosc, setNativeBlosc } from "../zarr/blosc/native.ts";
 import { ffiUnavailable, type OpenedLibblosc, openLibblosc } from "./blosc_ffi.ts";
 import { registerNativeZstd } from "./zstd_native.ts";
+import { chooseLibrary, oncePerThread } from "./native_library.ts";
 
 export const LIBBLOSC_ENV = "BLOCKWISE_LIBBLOSC";
 
@@ -66,15 +66,6 @@ function fixFor(setting: string): string {
     `${LIBBLOSC_ENV}=off to use ${TYPESCRIPT} (currently ${LIBBLOSC_ENV}=${setting})`;
 }
 
-/** BLOCKWISE_LIBBLOSC, trimmed; "" when unset or unreadable (Deno without --allow-env). */
-function readSetting(env: Readonly<Record<string, string | undefined>>): string {
-  try {
-    return env[LIBBLOSC_ENV]?.trim() ?? "";
-  } catch {
-    return "";
-  }
-}
-
 /**
  * Opens and checks the libblosc `env` asks for (`usual` when BLOCKWISE_LIBBLOSC is unset).
  * Resolves to the TypeScript codec (impl null) with the reason when none is asked for or the
@@ -85,22 +76,19 @@ export async function loadNativeBlosc(
   env: Readonly<Record<string, string | undefined>> = process.env,
   usual: string | null = defaultLibblosc(),
 ): Promise<NativeBloscStatus> {
-  const setting = readSetting(env);
   const typescript = (reason: string): NativeBloscStatus => ({
     impl: null,
     description: TYPESCRIPT,
     reason,
   });
-  if (setting.toLowerCase() === "off") return typescript(`${LIBBLOSC_ENV}=off`);
-  const explicit = setting !== "";
-  const library = explicit ? setting : usual;
-  if (library === null) return typescript(`no libblosc name known on ${process.platform}`);
-  const unusable = (why: string): NativeBloscStatus => {
-    if (!explicit) return typescript(`${library}: ${why}`);
-    throw new InputError(
-      `blosc: cannot use the libblosc "${library}": ${why}. Fix: ${fixFor(setting)}`,
-    );
-  };
+  const choice = chooseLibrary(env, LIBBLOSC_ENV, usual, {
+    what: "libblosc",
+    prefix: "blosc",
+    fix: fixFor,
+  });
+  const library = choice.library;
+  if (library === null) return typescript(choice.skipped!);
+  const unusable = (why: string) => typescript(choice.unusable(why));
   const noFfi = ffiUnavailable();
   if (noFfi !== null) return unusable(noFfi);
   let opened: OpenedLibblosc;
@@ -126,7 +114,9 @@ export async function loadNativeBlosc(
   return {
     impl: differs.length === 0 ? impl : bindLibblosc(opened, kept),
     description: impl.description,
-    reason: `${explicit ? `${LIBBLOSC_ENV}=${setting}` : `found ${library}`}${exact}`,
+    reason: `${
+      choice.setting !== "" ? `${LIBBLOSC_ENV}=${choice.setting}` : `found ${library}`
+    }${exact}`,
   };
 }
 
@@ -216,25 +206,16 @@ function equal(a: Uint8Array, b: Uint8Array): boolean {
   return true;
 }
 
-let installed: Promise<NativeBloscStatus> | undefined;
-
 /**
  * Installs this thread's Blosc once (the system's libblosc where usable, else the TypeScript
  * codec) and its zstd encoder (the system's libzstd where usable, else node:zlib), and says
  * which Blosc. Called next to registerZarrCodecs wherever pipelines and workers get
  * their codecs. Rejects (every time) when BLOCKWISE_LIBBLOSC names a library it cannot use.
  */
-export function registerNativeCodecs(): Promise<NativeBloscStatus> {
-  if (installed === undefined) {
-    // libzstd's encoder comes with it (zstd_native.ts): the same callers, the same moment.
-    const loading = Promise.all([loadNativeBlosc(), registerNativeZstd()]).then(([status]) => {
-      setNativeBlosc(status.impl);
-      return status;
-    });
-    installed = loading;
-    loading.catch(() => {
-      if (installed === loading) installed = undefined;
-    });
-  }
-  return installed;
-}
+export const registerNativeCodecs: () => Promise<NativeBloscStatus> = oncePerThread(() =>
+  // libzstd's encoder comes with it (zstd_native.ts): the same callers, the same moment.
+  Promise.all([loadNativeBlosc(), registerNativeZstd()]).then(([status]) => {
+    setNativeBlosc(status.impl);
+    return status;
+  })
+);

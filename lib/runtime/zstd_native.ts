@@ -16,7 +16,6 @@
  */
 
 import process from "node:process";
-import { InputError } from "../errors.ts";
 import {
   type NativeZstdEncoder,
   setNativeZstd,
@@ -24,6 +23,7 @@ import {
 } from "../zarr/native_compression.ts";
 import { runtimeName } from "./detect.ts";
 import { ffiUnavailable } from "./blosc_ffi.ts";
+import { chooseLibrary, oncePerThread } from "./native_library.ts";
 
 export const LIBZSTD_ENV = "BLOCKWISE_LIBZSTD";
 
@@ -168,29 +168,22 @@ export async function loadNativeZstd(
   env: Readonly<Record<string, string | undefined>> = process.env,
   usual: string | null = defaultLibzstd(),
 ): Promise<NativeZstdStatus> {
-  let setting = "";
-  try {
-    setting = env[LIBZSTD_ENV]?.trim() ?? "";
-  } catch {
-    // Deno without --allow-env: as if unset.
-  }
   const zlib = (reason: string): NativeZstdStatus => ({
     impl: null,
     description: "node:zlib",
     reason,
   });
-  if (setting.toLowerCase() === "off") return zlib(`${LIBZSTD_ENV}=off`);
-  const explicit = setting !== "";
-  const library = explicit ? setting : usual;
-  if (library === null) return zlib(`no libzstd name known on ${process.platform}`);
-  const unusable = (why: string): NativeZstdStatus => {
-    if (!explicit) return zlib(`${library}: ${why}`);
-    throw new InputError(
-      `zstd: cannot use the libzstd "${library}": ${why}. Fix: point ${LIBZSTD_ENV} at libzstd 1.4 or later (Debian and Ubuntu: apt-get install libzstd1, then /usr/lib/<arch>-linux-gnu/libzstd.so.1), unset it to look for ${
+  const choice = chooseLibrary(env, LIBZSTD_ENV, usual, {
+    what: "libzstd",
+    prefix: "zstd",
+    fix: (setting) =>
+      `point ${LIBZSTD_ENV} at libzstd 1.4 or later (Debian and Ubuntu: apt-get install libzstd1, then /usr/lib/<arch>-linux-gnu/libzstd.so.1), unset it to look for ${
         usual ?? "libzstd"
       } where the loader looks, or set ${LIBZSTD_ENV}=off to encode with node:zlib (currently ${LIBZSTD_ENV}=${setting})`,
-    );
-  };
+  });
+  const library = choice.library;
+  if (library === null) return zlib(choice.skipped!);
+  const unusable = (why: string) => zlib(choice.unusable(why));
   let symbols: LibzstdSymbols;
   try {
     symbols = await openLibzstd(library);
@@ -206,23 +199,14 @@ export async function loadNativeZstd(
   return {
     impl,
     description: impl.description,
-    reason: explicit ? `${LIBZSTD_ENV}=${setting}` : `found ${library}`,
+    reason: choice.setting !== "" ? `${LIBZSTD_ENV}=${choice.setting}` : `found ${library}`,
   };
 }
 
-let installed: Promise<NativeZstdStatus> | undefined;
-
 /** Installs this thread's zstd encoder once and says which; rejects on a bad BLOCKWISE_LIBZSTD. */
-export function registerNativeZstd(): Promise<NativeZstdStatus> {
-  if (installed === undefined) {
-    const loading = loadNativeZstd().then((status) => {
-      setNativeZstd(status.impl);
-      return status;
-    });
-    installed = loading;
-    loading.catch(() => {
-      if (installed === loading) installed = undefined;
-    });
-  }
-  return installed;
-}
+export const registerNativeZstd: () => Promise<NativeZstdStatus> = oncePerThread(() =>
+  loadNativeZstd().then((status) => {
+    setNativeZstd(status.impl);
+    return status;
+  })
+);
