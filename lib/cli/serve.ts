@@ -39,12 +39,14 @@ export async function serveCommand(target: string, options: ServeOptions): Promi
   const abs = path.resolve(target);
   // A PATH that names no store fails here, before anything listens.
   findStores(abs);
+  // Listening for Ctrl-C before the server starts: one that arrives while it starts stops it
+  // as soon as it is up, with the same message (it was lost under load before).
+  const stopped = nextStopSignal();
   const server = await startViewServer({
     target: abs,
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     log: (line) => process.stderr.write(`${line}\n`),
   });
-  const stopped = nextStopSignal();
   const lines = [`Serving the dashboard of ${abs} at ${server.url}`];
   let stores: readonly { task: string }[] = [];
   try {
