@@ -632,18 +632,30 @@ describe("blockwise types, --help and --version", () => {
     });
   }
 
-  it("--version says which Blosc and which zstd encoder run, and why not the C library", () => {
-    const run = (setting: string, zstd = "") =>
+  it("--version says which Blosc, zstd encoder and block copy run, and why not the C code", () => {
+    const run = (setting: string, zstd = "", copy = "") =>
       spawnSync(BUN, ["main.ts", "--version"], {
         cwd: REPO_ROOT,
         encoding: "utf8",
-        env: { ...process.env, BLOCKWISE_LIBBLOSC: setting, BLOCKWISE_LIBZSTD: zstd },
+        env: {
+          ...process.env,
+          BLOCKWISE_LIBBLOSC: setting,
+          BLOCKWISE_LIBZSTD: zstd,
+          BLOCKWISE_NATIVE_COPY: copy,
+        },
       });
     const off = run("off");
     assert.equal(off.status, 0, off.stderr);
     assert.match(
       off.stdout,
-      /^codecs: gzip, zlib native \(node:zlib\); zstd: .+; blosc: blockwise's TypeScript Blosc \(BLOCKWISE_LIBBLOSC=off\)$/m,
+      /^codecs: gzip, zlib native \(node:zlib\); zstd: .+; blosc: blockwise's TypeScript Blosc \(BLOCKWISE_LIBBLOSC=off\); block copy: memcpy \(Bun's cc\)$/m,
+    );
+    const copyOff = run("", "", "off");
+    assert.match(copyOff.stdout, /; block copy: JavaScript \(BLOCKWISE_NATIVE_COPY=off\)$/m);
+    const copyWrong = run("", "", "fast");
+    assert.match(
+      copyWrong.stdout,
+      /; block copy: BLOCKWISE_NATIVE_COPY: "fast" is neither .*Fix: /m,
     );
     const zstdOff = run("", "off");
     assert.equal(zstdOff.status, 0, zstdOff.stderr);

@@ -9,6 +9,14 @@
  * element loop over the typed arrays themselves (docs/design/CODECS.md, "Fewer copies").
  */
 
+import { nativeBoxCopy } from "../runtime/native_copy.ts";
+
+/**
+ * The smallest box (bytes) handed to the native copy: below it the call costs more than the
+ * JavaScript loop saves.
+ */
+const NATIVE_MIN_BYTES = 4096;
+
 /** A box of elements: where it starts in `data`, its shape, and the strides in elements. */
 export interface StridedElements {
   readonly data: ArrayBufferView;
@@ -54,6 +62,7 @@ export function copyStrided(source: StridedElements, out: ArrayBufferView): void
     for (let i = 0; i < scale; i++) into[i] = from[i]!;
     return;
   }
+  if (copiedNatively(source, out, elementBytes)) return;
   const last = rank - 1;
   const rowElements = source.shape[last]!;
   const step = source.stride[last]! * scale;
@@ -84,6 +93,63 @@ export function copyStrided(source: StridedElements, out: ArrayBufferView): void
       index[axis] = 0;
     }
   }
+}
+
+/**
+ * The box copied by the native copy (lib/runtime/native_copy.ts), when this thread has one, the
+ * rows are contiguous, the box is big enough to gain from it, and every byte it names lies
+ * inside both views (JavaScript's copy reads past the end as zeros; memcpy must never). The
+ * last two axes go to one call (rows and planes), any outer axes loop here.
+ */
+function copiedNatively(
+  source: StridedElements,
+  out: ArrayBufferView,
+  elementBytes: number,
+): boolean {
+  const copy = nativeBoxCopy();
+  const { shape, stride } = source;
+  const rank = shape.length;
+  if (copy === null || rank === 0 || stride[rank - 1] !== 1) return false;
+  const count = shape.reduce((a, b) => a * b, 1);
+  const bytes = count * elementBytes;
+  if (bytes < NATIVE_MIN_BYTES || bytes > out.byteLength) return false;
+  let low = 0;
+  let high = 0;
+  for (let axis = 0; axis < rank; axis++) {
+    const reach = (shape[axis]! - 1) * stride[axis]!;
+    if (reach < 0) low += reach;
+    else high += reach;
+  }
+  if (low < 0 || (high + 1) * elementBytes > source.data.byteLength) return false;
+  const rowBytes = shape[rank - 1]! * elementBytes;
+  const rows = rank >= 2 ? shape[rank - 2]! : 1;
+  const rowStride = rank >= 2 ? stride[rank - 2]! * elementBytes : 0;
+  const planes = rank >= 3 ? shape[rank - 3]! : 1;
+  const planeStride = rank >= 3 ? stride[rank - 3]! * elementBytes : 0;
+  const outer = shape.slice(0, Math.max(0, rank - 3));
+  const groups = outer.reduce((a, b) => a * b, 1);
+  const groupBytes = planes * rows * rowBytes;
+  const index = new Array<number>(outer.length).fill(0);
+  for (let group = 0; group < groups; group++) {
+    let first = 0;
+    for (let axis = 0; axis < outer.length; axis++) first += index[axis]! * stride[axis]!;
+    copy(
+      out,
+      group * groupBytes,
+      source.data,
+      first * elementBytes,
+      planes,
+      planeStride,
+      rows,
+      rowStride,
+      rowBytes,
+    );
+    for (let axis = outer.length - 1; axis >= 0; axis--) {
+      if (++index[axis]! < outer[axis]!) break;
+      index[axis] = 0;
+    }
+  }
+  return true;
 }
 
 function bytesPerElement(view: ArrayBufferView): number {

@@ -27,6 +27,7 @@ import { HEADER_BYTES } from "../zarr/blosc/format.ts";
 import { type BloscBufferSizes, type NativeBlosc, setNativeBlosc } from "../zarr/blosc/native.ts";
 import { ffiUnavailable, type OpenedLibblosc, openLibblosc } from "./blosc_ffi.ts";
 import { registerNativeZstd } from "./zstd_native.ts";
+import { registerNativeCopy } from "./native_copy.ts";
 import { chooseLibrary, oncePerThread } from "./native_library.ts";
 
 export const LIBBLOSC_ENV = "BLOCKWISE_LIBBLOSC";
@@ -213,8 +214,9 @@ function equal(a: Uint8Array, b: Uint8Array): boolean {
  * their codecs. Rejects (every time) when BLOCKWISE_LIBBLOSC names a library it cannot use.
  */
 export const registerNativeCodecs: () => Promise<NativeBloscStatus> = oncePerThread(() =>
-  // libzstd's encoder comes with it (zstd_native.ts): the same callers, the same moment.
-  Promise.all([loadNativeBlosc(), registerNativeZstd()]).then(([status]) => {
+  // libzstd's encoder (zstd_native.ts) and the block copy (native_copy.ts) come with it: the
+  // same callers, the same moment.
+  Promise.all([loadNativeBlosc(), registerNativeZstd(), registerNativeCopy()]).then(([status]) => {
     setNativeBlosc(status.impl);
     return status;
   })
