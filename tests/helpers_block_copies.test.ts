@@ -14,7 +14,7 @@ import * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
 import { openArray, readBlock, writeBlock } from "../lib/helpers/mod.ts";
 import { ChunkFileStore } from "../lib/helpers/chunk_files.ts";
-import { giveBackScratch, takeScratch } from "../lib/helpers/scratch_buffers.ts";
+import { giveBackScratch, takeScratch } from "../lib/zarr/scratch_buffers.ts";
 import { copyStrided } from "../lib/helpers/strided_copy.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 
@@ -176,6 +176,91 @@ describe("scratch buffers", () => {
       await Promise.all(blocks.map((b) => writeBlock(array, b, view(b.writeRoi.offset))));
       const got = await zarr.get(array, null);
       assert.deepEqual(Array.from(got.data as Float32Array), Array.from(volume));
+    }
+  });
+});
+
+describe("encoded frames in reused buffers", () => {
+  for (
+    const [label, codec] of [
+      ["Blosc lz4", {
+        name: "blosc",
+        configuration: { cname: "lz4", clevel: 5, shuffle: "shuffle" },
+      }],
+      ["zstd 3", { name: "zstd", configuration: { level: 3, checksum: false } }],
+    ] as const
+  ) {
+    it(`keeps every ${label} frame a store kept, and reuses those written to files`, async () => {
+      const codecs = [{ name: "bytes", configuration: { endian: "little" } }, codec];
+      const memory = new Map<string, Uint8Array>();
+      const inMemory = await zarr.create(zarr.root(memory).resolve("a"), {
+        shape: [64, 64],
+        chunkShape: [32, 32],
+        dtype: "float32",
+        fillValue: 0,
+        codecs,
+      });
+      const folder = path.join(newDir(`frames-${label}`), "a.zarr");
+      await zarr.create(new FileSystemStore(folder), {
+        shape: [64, 64],
+        chunkShape: [32, 32],
+        dtype: "float32",
+        fillValue: 0,
+        codecs,
+      });
+      const onDisk = await openArray(folder);
+      const volume = new Float32Array(64 * 64).map((_, i) => Math.sin(i / 50) * 100);
+      const blocks = [[0, 0], [0, 32], [32, 0], [32, 32]].map((offset) => ({
+        readRoi: { offset, shape: [32, 32] },
+        writeRoi: { offset, shape: [32, 32] },
+      }));
+      const view = (o: readonly number[]) => ({
+        data: volume.subarray(o[0]! * 64 + o[1]!),
+        shape: [32, 32],
+        stride: [64, 1],
+      });
+      for (const array of [inMemory as unknown as typeof onDisk, onDisk]) {
+        for (const b of blocks) await writeBlock(array, b, view(b.writeRoi.offset));
+        const got = await zarr.get(array, null);
+        assert.deepEqual(Array.from(got.data as Float32Array), Array.from(volume), label);
+      }
+      // Each frame the Map store holds is its own memory.
+      const frames = [...memory.entries()].filter(([key]) => key.includes("/c/"));
+      assert.equal(frames.length, 4);
+      assert.equal(new Set(frames.map(([, bytes]) => bytes.buffer)).size, 4);
+    });
+  }
+
+  it("never takes back the memory of a block returned as a view of its file", async () => {
+    const folder = path.join(newDir("kept-view"), "a.zarr");
+    // 32 x 32 float32 chunks are 4 KiB files, read into 4 KiB buffers: a chunk read is a view
+    // of the whole buffer, so writing it encodes that very memory.
+    await zarr.create(new FileSystemStore(folder), {
+      shape: [64, 64],
+      chunkShape: [32, 32],
+      dtype: "float32",
+      fillValue: 0,
+    });
+    const array = await openArray(folder);
+    const volume = new Float32Array(64 * 64).map((_, i) => i + 0.5);
+    const blocks = [[0, 0], [0, 32], [32, 0], [32, 32]].map((offset) => ({
+      readRoi: { offset, shape: [32, 32] },
+      writeRoi: { offset, shape: [32, 32] },
+    }));
+    for (const b of blocks) {
+      const o = b.writeRoi.offset;
+      await writeBlock(array, b, {
+        data: volume.subarray(o[0]! * 64 + o[1]!),
+        shape: [32, 32],
+        stride: [64, 1],
+      });
+    }
+    const first = await readBlock(array, blocks[0]!);
+    const before = Array.from(first.data as Float32Array);
+    await writeBlock(array, blocks[3]!, first);
+    for (const b of [blocks[1]!, blocks[2]!]) {
+      await readBlock(array, b);
+      assert.deepEqual(Array.from(first.data as Float32Array), before);
     }
   });
 });

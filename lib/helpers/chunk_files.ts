@@ -20,7 +20,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { FileSystemStore } from "@zarrita/storage";
-import { takeScratch } from "./scratch_buffers.ts";
+import { takeScratch } from "../zarr/scratch_buffers.ts";
 
 type StoreKey = Parameters<FileSystemStore["set"]>[0];
 

@@ -7,6 +7,9 @@
  * neighbouring element). Rows along the last axis are copied word by word in an unrolled loop;
  * a 64^3 float32 box out of a 256^3 volume takes 0.45-0.5 ms this way against 0.65-1.0 for an
  * element loop over the typed arrays themselves (docs/design/CODECS.md, "Fewer copies").
+ * Where the thread has the native copy (lib/runtime/native_copy.ts: memcpy per row in a loop
+ * Bun's C compiler builds), a box of contiguous rows goes to it instead: 0.17 ms for a 64^3
+ * float32 block out of 512^3 against 0.42-0.46 for the word loop.
  */
 
 import { nativeBoxCopy } from "../runtime/native_copy.ts";

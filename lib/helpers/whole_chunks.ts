@@ -13,7 +13,7 @@
 import type * as zarr from "zarrita";
 import { FileSystemStore } from "@zarrita/storage";
 import { readChunkFile } from "./chunk_files.ts";
-import { giveBackScratch, takeScratch } from "./scratch_buffers.ts";
+import { disownScratch, giveBackScratch, takeScratch } from "../zarr/scratch_buffers.ts";
 import { copyStrided } from "./strided_copy.ts";
 
 /** The elements of a chunk with their shape and C-order strides, as zarrita passes them. */
@@ -144,15 +144,13 @@ export async function writeWholeChunk(
   }
   // A file store writes the bytes out, so the copy can go back to the pool afterwards; a store
   // that keeps what it is given (zarrita's Map store) gets a buffer of its own.
-  const { chunk, scratch } = standalone(
-    source,
-    context,
-    chunked.chunks,
-    chunked.store instanceof FileSystemStore,
-  );
+  const fileStore = chunked.store instanceof FileSystemStore;
+  const { chunk, scratch } = standalone(source, context, chunked.chunks, fileStore);
   try {
     const bytes = await context.codec.encode(chunk);
     await chunked.store.set(chunked.resolve(context.encodeChunkKey(coords)).path, bytes);
+    // The file holds the frame now: a native encoder's scratch buffer goes back to the pool.
+    if (fileStore) giveBackScratch(bytes);
   } finally {
     if (scratch) giveBackScratch(chunk.data);
   }
@@ -184,6 +182,7 @@ export async function readWholeChunk(
     kept = chunk.data.buffer === file.buffer.buffer;
     return chunk as unknown as zarr.Chunk<zarr.DataType>;
   } finally {
-    if (!kept) giveBackScratch(file.buffer);
+    if (kept) disownScratch(file.buffer);
+    else giveBackScratch(file.buffer);
   }
 }

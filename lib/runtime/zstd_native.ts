@@ -21,6 +21,7 @@ import {
   setNativeZstd,
   zstdDecompress,
 } from "../zarr/native_compression.ts";
+import { giveBackScratch, takeScratch } from "../zarr/scratch_buffers.ts";
 import { runtimeName } from "./detect.ts";
 import { ffiUnavailable } from "./blosc_ffi.ts";
 import { chooseLibrary, oncePerThread } from "./native_library.ts";
@@ -137,9 +138,12 @@ function bindLibzstd(s: LibzstdSymbols, description: string): NativeZstdEncoder 
       }
       const capacity = Number(s.ZSTD_compressBound(data.length));
       if (!Number.isSafeInteger(capacity) || capacity < data.length) return undefined;
-      const out = new Uint8Array(capacity);
+      // A reused buffer: writeWholeChunk gives it back once the frame is in its file.
+      const out = takeScratch(Uint8Array, capacity);
       const written = Number(s.ZSTD_compress2(cctx, out, capacity, data, data.length));
-      return written > 0 && written <= capacity ? out.subarray(0, written) : undefined;
+      if (written > 0 && written <= capacity) return out.subarray(0, written);
+      giveBackScratch(out);
+      return undefined;
     },
   };
 }

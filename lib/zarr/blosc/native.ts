@@ -12,6 +12,7 @@
 
 import type { BloscConfig } from "./config.ts";
 import { FLAG_MEMCPYED, HEADER_BYTES, MAX_BLOCKSIZE, MAX_BUFFER } from "./format.ts";
+import { giveBackScratch, takeScratch } from "../scratch_buffers.ts";
 
 /** What blosc_cbuffer_sizes reads from a frame's header. */
 export interface BloscBufferSizes {
@@ -72,7 +73,8 @@ export function encodeNative(src: Uint8Array, config: BloscConfig): Uint8Array |
   const impl = native;
   if (impl === null || src.length === 0 || src.length > MAX_BUFFER) return undefined;
   if (!impl.encodes(config.cname)) return undefined;
-  const dest = new Uint8Array(src.length + HEADER_BYTES);
+  // A reused buffer: writeWholeChunk gives it back once the frame is in its file.
+  const dest = takeScratch(Uint8Array, src.length + HEADER_BYTES);
   const written = impl.compress(
     src,
     config.typesize,
@@ -83,7 +85,9 @@ export function encodeNative(src: Uint8Array, config: BloscConfig): Uint8Array |
     Math.min(config.blocksize, MAX_BLOCKSIZE),
     dest,
   );
-  return written > 0 && written <= dest.length ? dest.subarray(0, written) : undefined;
+  if (written > 0 && written <= dest.length) return dest.subarray(0, written);
+  giveBackScratch(dest);
+  return undefined;
 }
 
 function refuse(why: string): never {
