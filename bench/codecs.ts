@@ -6,7 +6,11 @@
  * once per codec: zstd 3, gzip 5, blosc lz4 5 + byte shuffle, blosc zstd 5 + byte shuffle
  * (typesize 4 from the data type), and none. The field itself is kept as raw float32.
  *
- * Per codec, in the same minutes, `--rounds` interleaved rounds (the figures are medians):
+ * Per codec, in the same minutes, `--rounds` interleaved rounds (default 5; the figures are
+ * medians). Five, not three: this VM's kernel hands freed memory back to its host
+ * (page_reporting), and a run that touches such pages again pays the host's faults; a single
+ * round of the same write moved from 0.56 to 1.66 s that way, on both sides, more often in the
+ * first round of a codec (docs/design/CODECS.md, "Stalls").
  *
  * - zarr-python, one thread (blosc's threads off): a whole read (`z[:]`) after one untimed read
  *   (page cache warm), and a whole write of the field from memory into a new array with the
@@ -16,8 +20,9 @@
  *   (`writeBlock` of every block from the field held in memory into a new array made with the
  *   Python array's .zarray, so the same codec and Zarr v2 keys). Timed inside the workers: the
  *   span from the first block's start to the last block's end (process and worker start-up,
- *   module import and `setup` come before it; the scheduler's hand-over between blocks falls
- *   inside). The whole process's wall time is printed beside it.
+ *   module import, `setup` and a warm-up of the block path for the JIT come before it; the
+ *   scheduler's hand-over between blocks falls inside). The whole process's wall time is
+ *   printed beside it.
  * - one chunk (the middle one) decoded and encoded: numcodecs' codec under timeit against
  *   zarrita's codec pipeline in this process (bytes + compressor), median per call.
  *
@@ -28,7 +33,7 @@
  * to the field's values, with a compression ratio within 1 % of zarr-python's. The budgets are
  * for an idle machine: the load average is printed at the start and the end.
  *
- *   bun bench/codecs.ts [--size 512] [--rounds 3] [--dir .cache/bench-codecs] [--out DIR]
+ *   bun bench/codecs.ts [--size 512] [--rounds 5] [--dir .cache/bench-codecs] [--out DIR]
  *                       [--codecs zstd3,gzip5,blosc-lz4,blosc-zstd,none]
  *                       [--binary PATH|sources] [--python /usr/bin/python3] [--keep]
  *   deno run -A bench/codecs.ts ...
@@ -103,7 +108,7 @@ function option(name: string, fallback: string): string {
 }
 
 const size = Number(option("--size", "512"));
-const rounds = Number(option("--rounds", "3"));
+const rounds = Number(option("--rounds", "5"));
 const python = option("--python", "/usr/bin/python3");
 const keep = process.argv.includes("--keep");
 const dataDir = path.join(

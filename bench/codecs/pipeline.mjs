@@ -8,6 +8,12 @@
  *   `setup`), into CODECS_TARGET with `writeBlock` (zarrita's `set`: copy the block out of the
  *   volume, encode, write the file), as zarr-python's `out[:] = data` does.
  *
+ * Warm-up: before the barrier each worker reads (or writes, into a scratch array) its first chunk
+ * again and again, WARM_BLOCKS times or for WARM_MS, whichever ends first, so that the clock
+ * measures the block path as the JIT compiles it for a long run. Without it a 512^3 run, 0.2 s
+ * of blocks, spends part of its span compiling: in two workers' span of a Blosc lz4 read, the
+ * JIT threads took 40 ms of the 2 x 225 ms of CPU there is (docs/design/CODECS.md, "Warm-up").
+ *
  * What is timed: each block stamps the monotonic clock before and after its read or write and
  * appends the pair to this worker's file in CODECS_STAMPS; the bench's figure is the span from
  * the first stamp to the last. Setup (opening the arrays, decoding and encoding one chunk to
@@ -30,12 +36,20 @@ const size = Number(process.env.CODECS_SIZE);
 const workers = Number(process.env.CODECS_WORKERS);
 const stamps = process.env.CODECS_STAMPS;
 const BARRIER_MS = 30_000;
+const WARM_BLOCKS = 256;
+const WARM_MS = 300;
 
 const now = () => Number(process.hrtime.bigint()) / 1e6;
 const firstChunk = {
   readRoi: { offset: [0, 0, 0], shape: [CHUNK, CHUNK, CHUNK] },
   writeRoi: { offset: [0, 0, 0], shape: [CHUNK, CHUNK, CHUNK] },
 };
+
+/** Runs `step` WARM_BLOCKS times or for WARM_MS, whichever ends first. */
+async function warm(step) {
+  const started = now();
+  for (let i = 0; i < WARM_BLOCKS && now() - started < WARM_MS; i++) await step();
+}
 
 /** Waits until every worker has written its ready file (or BARRIER_MS has passed). */
 async function barrier(id) {
@@ -65,20 +79,31 @@ export default {
         const source = await openArray(process.env.CODECS_SOURCE);
         const chunk = await readBlock(source, firstChunk); // loads the codec
         if (mode === "read") {
+          await warm(() => readBlock(source, firstChunk));
           await barrier(id);
           return { mode, file, source };
         }
         // Encode one chunk into a scratch array of the same format (loads the encoder).
-        const scratch = path.join(stamps, `warm-${id}.zarr`);
+        // Beside the target (tmpfs in the bench), not in the stamps folder on disk: the warm-up
+        // rewrites its one chunk file hundreds of times.
+        const scratch = `${process.env.CODECS_TARGET}.warm-${id}`;
         fs.mkdirSync(scratch);
         fs.copyFileSync(
           path.join(process.env.CODECS_TARGET, ".zarray"),
           path.join(scratch, ".zarray"),
         );
-        await writeBlock(await openArray(scratch), firstChunk, chunk);
+        const scratchArray = await openArray(scratch);
+        await writeBlock(scratchArray, firstChunk, chunk);
         const bytes = fs.readFileSync(process.env.CODECS_RAW);
         const volume = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
         const target = await openArray(process.env.CODECS_TARGET);
+        const firstView = {
+          data: volume,
+          shape: [CHUNK, CHUNK, CHUNK],
+          stride: [size * size, size, 1],
+        };
+        await warm(() => writeBlock(scratchArray, firstChunk, firstView));
+        fs.rmSync(scratch, { recursive: true, force: true });
         await barrier(id);
         return { mode, file, target, volume };
       },
