@@ -24,20 +24,39 @@ const newDir = scratchDirs("block-copies");
 const NAN32 = [0x7fc00001, 0xffc12345, 0x7f800001, 0x7fffffff];
 const NAN64_HIGH = [0x7ff00000, 0xfff12345, 0x7ff80000];
 
-/** Blocks of one 4x4 chunk each (no context), at `offsets` of an 8x8 array. */
-function chunkBlocks(offsets: number[][]) {
+/** Blocks of one `size` x `size` chunk each (no context), at `offsets`. */
+function chunkBlocks(offsets: number[][], size = 4) {
   return offsets.map((offset) => ({
-    readRoi: { offset, shape: [4, 4] },
-    writeRoi: { offset, shape: [4, 4] },
+    readRoi: { offset, shape: [size, size] },
+    writeRoi: { offset, shape: [size, size] },
   }));
 }
 
-/** The 4x4 box at an offset of the 8x8 `volume`, as a strided view (what writeBlock copies). */
-function viewIn(volume: Float32Array) {
+/**
+ * The `size` x `size` box at an offset of the `side` x `side` `volume`, as a strided view (what
+ * writeBlock copies).
+ */
+function viewIn(volume: Float32Array, side = 8, size = 4) {
   return (o: readonly number[]) => ({
-    data: volume.subarray(o[0]! * 8 + o[1]!),
-    shape: [4, 4],
-    stride: [8, 1],
+    data: volume.subarray(o[0]! * side + o[1]!),
+    shape: [size, size],
+    stride: [side, 1],
+  });
+}
+
+/** A `side` x `side` float32 array of `size` x `size` chunks, filled with 0, at `where`. */
+function createSquare(
+  where: Parameters<typeof zarr.create>[0],
+  side: number,
+  size: number,
+  codecs?: Parameters<typeof zarr.create>[1]["codecs"],
+) {
+  return zarr.create(where, {
+    shape: [side, side],
+    chunkShape: [size, size],
+    dtype: "float32",
+    fillValue: 0,
+    ...(codecs === undefined ? {} : { codecs }),
   });
 }
 
@@ -148,19 +167,9 @@ describe("scratch buffers", () => {
     // zarrita's Map store keeps the bytes it is given: a copy encoded by the bytes codec is a
     // view of the scratch buffer, so a reused buffer would rewrite chunks already stored.
     const memory = new Map<string, Uint8Array>();
-    const inMemory = await zarr.create(zarr.root(memory).resolve("a"), {
-      shape: [8, 8],
-      chunkShape: [4, 4],
-      dtype: "float32",
-      fillValue: 0,
-    });
+    const inMemory = await createSquare(zarr.root(memory).resolve("a"), 8, 4);
     const folder = path.join(newDir("overlap"), "a.zarr");
-    await zarr.create(new FileSystemStore(folder), {
-      shape: [8, 8],
-      chunkShape: [4, 4],
-      dtype: "float32",
-      fillValue: 0,
-    });
+    await createSquare(new FileSystemStore(folder), 8, 4);
     const onDisk = await openArray(folder);
     const volume = new Float32Array(64).map((_, i) => i + 0.25);
     const blocks = chunkBlocks([[0, 0], [0, 4], [4, 0], [4, 4]]);
@@ -193,32 +202,13 @@ describe("encoded frames in reused buffers", () => {
     it(`keeps every ${label} frame a store kept, and reuses those written to files`, async () => {
       const codecs = [{ name: "bytes", configuration: { endian: "little" } }, codec];
       const memory = new Map<string, Uint8Array>();
-      const inMemory = await zarr.create(zarr.root(memory).resolve("a"), {
-        shape: [64, 64],
-        chunkShape: [32, 32],
-        dtype: "float32",
-        fillValue: 0,
-        codecs,
-      });
+      const inMemory = await createSquare(zarr.root(memory).resolve("a"), 64, 32, codecs);
       const folder = path.join(newDir(`frames-${label}`), "a.zarr");
-      await zarr.create(new FileSystemStore(folder), {
-        shape: [64, 64],
-        chunkShape: [32, 32],
-        dtype: "float32",
-        fillValue: 0,
-        codecs,
-      });
+      await createSquare(new FileSystemStore(folder), 64, 32, codecs);
       const onDisk = await openArray(folder);
       const volume = new Float32Array(64 * 64).map((_, i) => Math.sin(i / 50) * 100);
-      const blocks = [[0, 0], [0, 32], [32, 0], [32, 32]].map((offset) => ({
-        readRoi: { offset, shape: [32, 32] },
-        writeRoi: { offset, shape: [32, 32] },
-      }));
-      const view = (o: readonly number[]) => ({
-        data: volume.subarray(o[0]! * 64 + o[1]!),
-        shape: [32, 32],
-        stride: [64, 1],
-      });
+      const blocks = chunkBlocks([[0, 0], [0, 32], [32, 0], [32, 32]], 32);
+      const view = viewIn(volume, 64, 32);
       for (const array of [inMemory as unknown as typeof onDisk, onDisk]) {
         for (const b of blocks) await writeBlock(array, b, view(b.writeRoi.offset));
         const got = await zarr.get(array, null);
@@ -235,26 +225,12 @@ describe("encoded frames in reused buffers", () => {
     const folder = path.join(newDir("kept-view"), "a.zarr");
     // 32 x 32 float32 chunks are 4 KiB files, read into 4 KiB buffers: a chunk read is a view
     // of the whole buffer, so writing it encodes that very memory.
-    await zarr.create(new FileSystemStore(folder), {
-      shape: [64, 64],
-      chunkShape: [32, 32],
-      dtype: "float32",
-      fillValue: 0,
-    });
+    await createSquare(new FileSystemStore(folder), 64, 32);
     const array = await openArray(folder);
     const volume = new Float32Array(64 * 64).map((_, i) => i + 0.5);
-    const blocks = [[0, 0], [0, 32], [32, 0], [32, 32]].map((offset) => ({
-      readRoi: { offset, shape: [32, 32] },
-      writeRoi: { offset, shape: [32, 32] },
-    }));
-    for (const b of blocks) {
-      const o = b.writeRoi.offset;
-      await writeBlock(array, b, {
-        data: volume.subarray(o[0]! * 64 + o[1]!),
-        shape: [32, 32],
-        stride: [64, 1],
-      });
-    }
+    const blocks = chunkBlocks([[0, 0], [0, 32], [32, 0], [32, 32]], 32);
+    const view = viewIn(volume, 64, 32);
+    for (const b of blocks) await writeBlock(array, b, view(b.writeRoi.offset));
     const first = await readBlock(array, blocks[0]!);
     const before = Array.from(first.data as Float32Array);
     await writeBlock(array, blocks[3]!, first);
