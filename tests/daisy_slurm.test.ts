@@ -27,7 +27,7 @@ import {
   venvMissing,
 } from "./fixtures/python_venv.ts";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
-import { REQUIRE_SLURM, slurmUnavailable } from "./fixtures/slurm.ts";
+import { oneFileAtATime, REQUIRE_SLURM, slurmUnavailable } from "./fixtures/slurm.ts";
 
 const newDir = scratchDirs("daisy-slurm");
 
@@ -172,6 +172,8 @@ function activeJobs(names: readonly string[], ids: readonly string[]): string[] 
 }
 
 describe('daisy tasks with launch="slurm"', { skip }, () => {
+  // npm test runs Bun and Deno at once: their SLURM files take turns on the one node.
+  oneFileAtATime();
   it(
     "a block-function task and a worker-function task as SLURM jobs: every block once, in a job",
     { timeout: 300_000 },

@@ -14,7 +14,7 @@ import * as path from "node:path";
 import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { REPO_ROOT, writePipeline } from "./fixtures/parallel/harness.ts";
 import { shellQuote } from "../lib/errors.ts";
-import { REQUIRE_SLURM, slurmUnavailable } from "./fixtures/slurm.ts";
+import { oneFileAtATime, REQUIRE_SLURM, slurmUnavailable } from "./fixtures/slurm.ts";
 import { describeRun, runCli } from "./fixtures/tracking/harness.ts";
 
 const newDir = scratchDirs("slurm-gpus");
@@ -77,6 +77,8 @@ function seenBy(dir: string): Seen[] {
 }
 
 describe("SLURM workers' GPUs", { skip }, () => {
+  // npm test runs Bun and Deno at once: their SLURM files take turns on the one node.
+  oneFileAtATime();
   it("each element of a gpu: 1 task's job array sees its own device", {
     timeout: 180_000,
   }, async () => {

@@ -19,7 +19,7 @@ import { scratchDirs } from "./fixtures/temp_dirs.ts";
 import { REPO_ROOT, waitUntil, writePipeline } from "./fixtures/parallel/harness.ts";
 import { shellQuote } from "../lib/errors.ts";
 import { ledger } from "./fixtures/remote.ts";
-import { REQUIRE_SLURM as REQUIRED, slurmUnavailable } from "./fixtures/slurm.ts";
+import { oneFileAtATime, REQUIRE_SLURM as REQUIRED, slurmUnavailable } from "./fixtures/slurm.ts";
 
 const BUN = path.join(REPO_ROOT, "node_modules", ".bin", "bun");
 const MAIN = path.join(REPO_ROOT, "main.ts");
@@ -179,6 +179,8 @@ function assertOnce(all: readonly Call[], task: string, blocks: number): void {
 }
 
 describe("remote workers on SLURM", { skip: REQUIRED ? false : skip }, () => {
+  // npm test runs Bun and Deno at once: their SLURM files take turns on the one node.
+  oneFileAtATime();
   if (REQUIRED) {
     it("a SLURM cluster is reachable (BLOCKWISE_REQUIRE_SLURM=1)", () => {
       assert.equal(unavailable, null, `BLOCKWISE_REQUIRE_SLURM=1 but ${unavailable}`);
