@@ -11,17 +11,15 @@ import {
   type RenderParams,
 } from "./charts.ts";
 import { STATE_COLORS } from "./colors.ts";
-import { blockIndex, cantorId, coordsOf, formatCoords } from "./decode.ts";
 import {
   formatAxisValue,
   formatCount,
   formatIso,
-  formatSeconds,
   formatValue,
   metricLabel,
   timeAxisLabel,
 } from "./format.ts";
-import { gpuLines } from "./gpu_track.ts";
+import { laneChartFrame } from "./lane_chart.ts";
 
 const BASE = { textStyle: { fontFamily: FONT }, animation: false } as const;
 
@@ -190,7 +188,6 @@ export function timelineOption(
   colorOf: (position: number) => string,
 ): ChartOption {
   const colors = timeline.bars.map((b) => colorOf(b[3]));
-  const lanes = timeline.workers.length;
   const label = timeAxisLabel(timeline.t0, timeline.t1 - timeline.t0);
   const renderBar: RenderItem = (params: RenderParams, api: RenderApi) => {
     const lane = Number(api.value(0));
@@ -206,52 +203,15 @@ export function timelineOption(
       style: { fill: colors[params.dataIndex] ?? "#4e79a7", stroke: "#ffffff", lineWidth: 0.5 },
     };
   };
-  const manyLanes = lanes > 30;
   return {
-    ...BASE,
-    grid: { left: 64, right: manyLanes ? 48 : 20, top: 16, bottom: 64 },
-    tooltip: {
-      trigger: "item",
-      confine: true,
-      formatter: (p: unknown) => {
-        const v = (p as { value?: number[] }).value ?? [];
-        const coords = coordsOf(v[3] ?? 0, layout.block_grid_shape);
-        const index = blockIndex(layout, coords);
-        return [
-          `block ${cantorId(index).toString()} ${escapeHtml(formatCoords(index))}`,
-          `worker ${timeline.workers[v[0] ?? 0] ?? "?"}`,
-          `${label(v[1] ?? 0)} → ${label(v[2] ?? 0)} (${
-            escapeHtml(formatSeconds((v[2] ?? 0) - (v[1] ?? 0)))
-          })`,
-          ...gpuLines(timeline.gpu, (p as { dataIndex?: number }).dataIndex ?? 0).map(escapeHtml),
-        ].join("<br>");
-      },
-    },
-    dataZoom: [
-      { type: "inside", xAxisIndex: 0, filterMode: "weakFilter" },
-      { type: "slider", xAxisIndex: 0, filterMode: "weakFilter", height: 18, bottom: 8 },
-      ...(manyLanes
-        ? [{
-          type: "slider" as const,
-          yAxisIndex: 0,
-          width: 14,
-          right: 8,
-          filterMode: "empty" as const,
-        }]
-        : []),
-    ],
-    xAxis: {
-      type: "value",
-      min: 0,
-      max: Math.max(timeline.t1 - timeline.t0, 1e-3),
-      axisLabel: { ...AXIS_TEXT, formatter: label, hideOverlap: true },
-    },
-    yAxis: {
-      type: "category",
-      name: "worker",
-      data: timeline.workers.map(String),
-      axisLabel: AXIS_TEXT,
-    },
+    ...laneChartFrame(timeline, layout, {
+      gridLeft: 64,
+      laneName: "worker",
+      laneLabels: timeline.workers.map(String),
+      label,
+      gpu: timeline.gpu,
+      barOf: (_value, dataIndex) => dataIndex,
+    }),
     series: [
       {
         type: "custom",

@@ -5,37 +5,12 @@
  */
 
 import type { MapLayout, Timeline, TimelineGpu } from "../report_data.ts";
-import {
-  AXIS_TEXT,
-  type ChartOption,
-  escapeHtml,
-  FONT,
-  type RenderApi,
-  type RenderItem,
-  type RenderParams,
-} from "./charts.ts";
-import { blockIndex, cantorId, coordsOf, formatCoords } from "./decode.ts";
-import {
-  formatBytes,
-  formatCount,
-  formatPercentValue,
-  formatSeconds,
-  timeAxisLabel,
-} from "./format.ts";
+import { type ChartOption, type RenderApi, type RenderItem, type RenderParams } from "./charts.ts";
+import { formatPercentValue, timeAxisLabel } from "./format.ts";
+import { laneChartFrame } from "./lane_chart.ts";
 
 export const GPU_COLOR = "#7b61c9";
 const LANE_COLOR = "#ebe7f5";
-
-/** The GPU figures of bar `k`, as lines of hover text (none without GPU figures). */
-export function gpuLines(gpu: TimelineGpu | null, k: number): string[] {
-  if (gpu === null) return [];
-  const util = gpu.util_pct[k] ?? null;
-  const mem = gpu.mem_bytes[k] ?? null;
-  return [
-    `GPU utilisation ${util === null ? "not recorded" : formatPercentValue(util)}`,
-    `GPU memory ${mem === null ? "not recorded" : `${formatBytes(mem)} (${formatCount(mem)} B)`}`,
-  ];
-}
 
 /** A worker's lane label: its number and its time-weighted device utilisation. */
 export function gpuLaneLabels(timeline: Timeline, gpu: TimelineGpu): string[] {
@@ -79,53 +54,15 @@ export function gpuTrackOption(
       ],
     };
   };
-  const manyLanes = timeline.workers.length > 30;
   return {
-    textStyle: { fontFamily: FONT },
-    animation: false,
-    grid: { left: 88, right: manyLanes ? 48 : 20, top: 16, bottom: 64 },
-    tooltip: {
-      trigger: "item",
-      confine: true,
-      formatter: (p: unknown) => {
-        const v = (p as { value?: number[] }).value ?? [];
-        const coords = coordsOf(v[3] ?? 0, layout.block_grid_shape);
-        const index = blockIndex(layout, coords);
-        return [
-          `block ${cantorId(index).toString()} ${escapeHtml(formatCoords(index))}`,
-          `worker ${timeline.workers[v[0] ?? 0] ?? "?"}`,
-          `${label(v[1] ?? 0)} → ${label(v[2] ?? 0)} (${
-            escapeHtml(formatSeconds((v[2] ?? 0) - (v[1] ?? 0)))
-          })`,
-          ...gpuLines(gpu, v[5] ?? 0).map(escapeHtml),
-        ].join("<br>");
-      },
-    },
-    dataZoom: [
-      { type: "inside", xAxisIndex: 0, filterMode: "weakFilter" },
-      { type: "slider", xAxisIndex: 0, filterMode: "weakFilter", height: 18, bottom: 8 },
-      ...(manyLanes
-        ? [{
-          type: "slider" as const,
-          yAxisIndex: 0,
-          width: 14,
-          right: 8,
-          filterMode: "empty" as const,
-        }]
-        : []),
-    ],
-    xAxis: {
-      type: "value",
-      min: 0,
-      max: Math.max(timeline.t1 - timeline.t0, 1e-3),
-      axisLabel: { ...AXIS_TEXT, formatter: label, hideOverlap: true },
-    },
-    yAxis: {
-      type: "category",
-      name: "worker · GPU",
-      data: gpuLaneLabels(timeline, gpu),
-      axisLabel: AXIS_TEXT,
-    },
+    ...laneChartFrame(timeline, layout, {
+      gridLeft: 88,
+      laneName: "worker · GPU",
+      laneLabels: gpuLaneLabels(timeline, gpu),
+      label,
+      gpu,
+      barOf: (value) => value[5] ?? 0,
+    }),
     series: [
       {
         type: "custom",
