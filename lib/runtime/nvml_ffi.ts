@@ -57,28 +57,18 @@ const CORE: Readonly<Record<string, Signature>> = {
 const PROCESSES = "nvmlDeviceGetComputeRunningProcesses_v3";
 const PROCESSES_SIGNATURE: Signature = [["u64", "ptr", "ptr"], "i32"];
 
-interface BunLibrary {
-  readonly symbols: Readonly<Record<string, Raw>>;
-  close(): void;
-}
-
 interface BunFfiModule {
   dlopen(
     library: string,
     symbols: Readonly<Record<string, { args: readonly string[]; returns: string }>>,
-  ): BunLibrary;
-}
-
-interface DenoLibrary {
-  readonly symbols: Readonly<Record<string, Raw>>;
-  close(): void;
+  ): Library;
 }
 
 interface DenoFfiNamespace {
   dlopen(
     library: string,
     symbols: Readonly<Record<string, { parameters: readonly string[]; result: string }>>,
-  ): DenoLibrary;
+  ): Library;
   UnsafePointerView: { getCString(pointer: object): string };
 }
 
@@ -110,76 +100,81 @@ export async function openNvmlLibrary(library: string): Promise<OpenedNvmlLibrar
   return runtimeName() === "bun" ? await openWithBun(library) : openWithDeno(library);
 }
 
-function bunSpecs(signatures: Readonly<Record<string, Signature>>) {
-  return Object.fromEntries(
-    Object.entries(signatures).map(([name, [args, returns]]) => [name, { args, returns }]),
-  );
+/** A library opened by either runtime: its functions by name, and a close. */
+interface Library {
+  readonly symbols: Readonly<Record<string, Raw>>;
+  close(): void;
+}
+
+/** nvmlErrorString's signature: it returns a C string (a pointer, under Deno). */
+const ERROR_STRING: Signature = [["i32"], "cstring"];
+
+/**
+ * The library through one runtime's `open` (its dlopen, given signatures in bun:ffi's names)
+ * and `text` (what nvmlErrorString returned, as a string).
+ */
+function openWith(
+  library: string,
+  open: (signatures: Readonly<Record<string, Signature>>) => Library,
+  text: (returned: unknown) => string,
+): OpenedNvmlLibrary {
+  const core = open({ ...CORE, nvmlErrorString: ERROR_STRING });
+  let processes: Library | null = null;
+  try {
+    processes = open({ [PROCESSES]: PROCESSES_SIGNATURE });
+  } catch {
+    // An older driver: per-process memory is not available, utilisation still is.
+  }
+  const errorString = core.symbols["nvmlErrorString"]!;
+  return {
+    library,
+    symbols: bindSymbols(
+      core.symbols,
+      (code) => text(errorString(code)),
+      processes?.symbols[PROCESSES] ?? null,
+    ),
+    close() {
+      processes?.close();
+      core.close();
+    },
+  };
 }
 
 async function openWithBun(library: string): Promise<OpenedNvmlLibrary> {
   const ffi = (await import("bun:ffi" as string)) as BunFfiModule;
-  const core = ffi.dlopen(library, {
-    ...bunSpecs(CORE),
-    nvmlErrorString: { args: ["i32"], returns: "cstring" },
-  });
-  let processes: BunLibrary | null = null;
-  try {
-    processes = ffi.dlopen(library, bunSpecs({ [PROCESSES]: PROCESSES_SIGNATURE }));
-  } catch {
-    // An older driver: per-process memory is not available, utilisation still is.
-  }
-  const errorString = core.symbols["nvmlErrorString"]!;
-  return {
+  return openWith(
     library,
-    symbols: bindSymbols(
-      core.symbols,
-      (code) => String(errorString(code)),
-      processes?.symbols[PROCESSES] ?? null,
-    ),
-    close() {
-      processes?.close();
-      core.close();
-    },
-  };
+    (signatures) =>
+      ffi.dlopen(
+        library,
+        Object.fromEntries(
+          Object.entries(signatures).map(([name, [args, returns]]) => [name, { args, returns }]),
+        ),
+      ),
+    String,
+  );
 }
 
 function openWithDeno(library: string): OpenedNvmlLibrary {
   const deno = (globalThis as unknown as { Deno: DenoFfiNamespace }).Deno;
-  const denoType = (type: string) => type === "ptr" ? "buffer" : type;
-  const denoSpecs = (signatures: Readonly<Record<string, Signature>>) =>
-    Object.fromEntries(
-      Object.entries(signatures).map((
-        [name, [args, result]],
-      ) => [name, { parameters: args.map(denoType), result }]),
-    );
-  const core = deno.dlopen(library, {
-    ...denoSpecs(CORE),
-    nvmlErrorString: { parameters: ["i32"], result: "pointer" },
-  });
-  let processes: DenoLibrary | null = null;
-  try {
-    processes = deno.dlopen(library, denoSpecs({ [PROCESSES]: PROCESSES_SIGNATURE }));
-  } catch {
-    // An older driver: per-process memory is not available, utilisation still is.
-  }
-  const errorString = core.symbols["nvmlErrorString"]!;
-  return {
+  const denoType = (type: string) =>
+    type === "ptr" ? "buffer" : type === "cstring" ? "pointer" : type;
+  return openWith(
     library,
-    symbols: bindSymbols(
-      core.symbols,
-      (code) => {
-        const pointer = errorString(code);
-        return pointer === null || typeof pointer !== "object"
-          ? ""
-          : deno.UnsafePointerView.getCString(pointer);
-      },
-      processes?.symbols[PROCESSES] ?? null,
-    ),
-    close() {
-      processes?.close();
-      core.close();
-    },
-  };
+    (signatures) =>
+      deno.dlopen(
+        library,
+        Object.fromEntries(
+          Object.entries(signatures).map((
+            [name, [args, result]],
+          ) => [name, { parameters: args.map(denoType), result: denoType(result) }]),
+        ),
+      ),
+    (pointer) =>
+      pointer === null || typeof pointer !== "object"
+        ? ""
+        : deno.UnsafePointerView.getCString(pointer),
+  );
 }
 
 function bindSymbols(
