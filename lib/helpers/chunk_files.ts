@@ -10,7 +10,7 @@
  *   pass 10 % faster with one worker and 15 % with two, uncompressed 25 % with two
  *   (docs/design/CODECS.md, "Synchronous chunk files"): a worker's block waits for its
  *   writes anyway, and blocks run in parallel across workers, not within one.
- * - `readChunkFile` reads a chunk file into a scratch buffer (scratch_buffers.ts) instead of a
+ * - `readChunkFile` reads a chunk file into a scratch buffer (lib/zarr/scratch_buffers.ts) instead of a
  *   new one per chunk, synchronously: on a 1 MiB chunk of a tmpfs 0.15-0.25 ms against
  *   0.35-0.7 for `fs.promises.readFile` (open, stat, read and close each a round trip through
  *   the runtime's thread pool, and fresh pages to fault in). It is used for a block that is

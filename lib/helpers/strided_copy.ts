@@ -47,6 +47,9 @@ export function copyStrided(source: StridedElements, out: ArrayBufferView): void
       }-byte elements but the source ${elementBytes}-byte ones`,
     );
   }
+  const rank = source.shape.length;
+  // Before the word views below: the native copy needs none of them.
+  if (rank > 0 && copiedNatively(source, out, elementBytes)) return;
   const word = wordSize(elementBytes);
   const Words: WordArrayConstructor = word === 4
     ? Int32Array
@@ -60,12 +63,10 @@ export function copyStrided(source: StridedElements, out: ArrayBufferView): void
     Math.floor(source.data.byteLength / word),
   );
   const into = new Words(out.buffer, out.byteOffset, Math.floor(out.byteLength / word));
-  const rank = source.shape.length;
   if (rank === 0) {
     for (let i = 0; i < scale; i++) into[i] = from[i]!;
     return;
   }
-  if (copiedNatively(source, out, elementBytes)) return;
   const last = rank - 1;
   const rowElements = source.shape[last]!;
   const step = source.stride[last]! * scale;
@@ -112,7 +113,7 @@ function copiedNatively(
   const copy = nativeBoxCopy();
   const { shape, stride } = source;
   const rank = shape.length;
-  if (copy === null || rank === 0 || stride[rank - 1] !== 1) return false;
+  if (copy === null || stride[rank - 1] !== 1) return false;
   const count = shape.reduce((a, b) => a * b, 1);
   const bytes = count * elementBytes;
   if (bytes < NATIVE_MIN_BYTES || bytes > out.byteLength) return false;

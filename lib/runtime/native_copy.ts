@@ -19,7 +19,7 @@ import path from "node:path";
 import process from "node:process";
 import { InputError } from "../errors.ts";
 import { runtimeName } from "./detect.ts";
-import { oncePerThread } from "./native_library.ts";
+import { oncePerThread, readSetting } from "./native_library.ts";
 
 export const NATIVE_COPY_ENV = "BLOCKWISE_NATIVE_COPY";
 
@@ -91,12 +91,7 @@ export async function loadNativeCopy(
     description: "JavaScript",
     reason,
   });
-  let setting = "";
-  try {
-    setting = env[NATIVE_COPY_ENV]?.trim().toLowerCase() ?? "";
-  } catch {
-    // Deno without --allow-env: as if unset.
-  }
+  const setting = readSetting(env, NATIVE_COPY_ENV).toLowerCase();
   if (setting === "off") return javascript(`${NATIVE_COPY_ENV}=off`);
   if (setting !== "" && setting !== "on") {
     throw new InputError(

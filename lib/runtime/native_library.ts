@@ -23,6 +23,18 @@ export interface LibraryChoice {
   unusable(why: string): string;
 }
 
+/** `variable` of `env`, trimmed; "" when unset or unreadable (Deno without --allow-env). */
+export function readSetting(
+  env: Readonly<Record<string, string | undefined>>,
+  variable: string,
+): string {
+  try {
+    return env[variable]?.trim() ?? "";
+  } catch {
+    return "";
+  }
+}
+
 /**
  * Reads `variable` from `env`: `off`, a path or soname, or unset (`usual`, the loader's name).
  * `what` names the library in messages ("libzstd"), `prefix` the codec ("zstd").
@@ -37,12 +49,7 @@ export function chooseLibrary(
     readonly fix: (setting: string) => string;
   },
 ): LibraryChoice {
-  let setting = "";
-  try {
-    setting = env[variable]?.trim() ?? "";
-  } catch {
-    // Deno without --allow-env: as if unset.
-  }
+  const setting = readSetting(env, variable);
   const explicit = setting !== "";
   const off = setting.toLowerCase() === "off";
   const library = off ? null : explicit ? setting : usual;
