@@ -521,6 +521,20 @@ describe("block IDs (§3.4)", () => {
     assert.equal(BigInt(small.blockIdOf(small.positionOf([999, 0, 0]))), closedFormId([999, 0, 0]));
   });
 
+  it("keep number IDs and grid coordinates past 2^31 exact", () => {
+    // 1-D: the ID is the grid index, here past 2^32.
+    const line = layout([[0], [2 ** 33]], [[0], [1]], [[0], [1]]);
+    const p = 2 ** 32 + 7;
+    assert.deepEqual(line.coordsOf(p), [p]);
+    assert.equal(line.blockIdOf(p), p);
+    // 2-D: small coordinates, an ID of about 5e9.
+    const plane = layout([[0, 0], [60_000, 60_000]], [[0, 0], [1, 1]], [[0, 0], [1, 1]]);
+    const q = plane.positionOf([50_000, 50_000]);
+    assert.equal(plane.blockIdOf(q), Number(closedFormId([50_000, 50_000])));
+    assert.ok((plane.blockIdOf(q) as number) > 2 ** 31);
+    assert.deepEqual(plane.gridIndexOf(q), [50_000, 50_000]);
+  });
+
   it("serialise small IDs as numbers and compare across representations", () => {
     assert.equal(blockIdToJson(7), 7);
     assert.equal(blockIdToJson(7n), 7);

@@ -74,6 +74,12 @@ describe("a block that is one chunk", () => {
     assert.equal(wholeChunkAt(array, [4, 6], [8, 11]), null); // a part of a chunk
     assert.equal(wholeChunkAt(array, [2, 6], [6, 12]), null); // across two chunks
     assert.equal(wholeChunkAt({ shape: [7, 12], chunks: [4, 6] }, [4, 6], [8, 12]), null); // past the end
+    // Chunk coordinates past 2^31 stay exact (they are not forced into 32 bits).
+    const far = 2 ** 33 + 5;
+    assert.deepEqual(
+      wholeChunkAt({ shape: [2 ** 40, 8], chunks: [2, 4] }, [2 * far, 4], [2 * far + 2, 8]),
+      [far, 1],
+    );
   });
 
   const ways: [

@@ -138,7 +138,11 @@ export class TaskLayout {
     let rest = position;
     for (let d = 0; d < this.dims; d++) {
       const s = this.gridStrides[d]!;
-      const g = Math.floor(rest / s);
+      // An int32 when it fits, as the interpreter makes it; optimised code floors into a
+      // double, and arrays of doubles are a new shape to the code compiled on the first blocks:
+      // written here inline, as a shared helper's was not (CODECS.md, "Deoptimised blocks").
+      const q = Math.floor(rest / s);
+      const g = q <= 0x7fffffff ? q | 0 : q;
       out[d] = g;
       rest -= g * s;
     }
@@ -171,7 +175,9 @@ export class TaskLayout {
     // `gridIndexOf` without its fresh array: this runs for every block of every enumeration.
     const index = this.coordsOf(position, this.idScratch);
     for (let d = 0; d < this.dims; d++) index[d] = Math.max(0, index[d]! + this.indexShift[d]!);
-    return this.bigIds ? cantorNumberBig(index) : cantorNumber(index);
+    if (this.bigIds) return cantorNumberBig(index);
+    const id = cantorNumber(index); // an int32 when it fits, as in coordsOf
+    return id <= 0x7fffffff ? id | 0 : id;
   }
 
   levelOf(position: number): number {

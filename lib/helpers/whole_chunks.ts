@@ -50,14 +50,18 @@ export function wholeChunkAt(
   start: readonly number[],
   stop: readonly number[],
 ): number[] | null {
-  const coords: number[] = [];
-  for (let axis = 0; axis < array.shape.length; axis++) {
+  const rank = array.shape.length;
+  for (let axis = 0; axis < rank; axis++) {
     const size = array.chunks[axis]!;
     const s = start[axis]!;
     if (s % size !== 0 || stop[axis]! - s !== size || stop[axis]! > array.shape[axis]!) return null;
-    coords.push(s / size);
   }
-  return coords;
+  // Made in one go, of int32s when they fit (as TaskLayout.coordsOf makes them): an array grown
+  // by push, or of doubles, changed shape between calls for the code compiled for it.
+  return start.map((s, axis) => {
+    const coord = s / array.chunks[axis]!;
+    return coord <= 0x7fffffff ? coord | 0 : coord;
+  });
 }
 
 /** zarrita's context of `array`, or null when it has none this code knows. */
