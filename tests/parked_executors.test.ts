@@ -11,6 +11,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { TARGET_BATCH_MS } from "../lib/execute/dispatch.ts";
 import type { Executor } from "../lib/execute/executor.ts";
 import { ParkedExecutors } from "../lib/execute/parked_executors.ts";
 import { WorkerLifetimes } from "../lib/execute/run_stats.ts";
@@ -22,6 +23,8 @@ import { Rng } from "./fixtures/rng.ts";
 import { linearTask, RunRig } from "./fixtures/run_rig.ts";
 
 const BLOCKS = 120;
+/** Blocks of a tenth of a window's time: ten to a window, whatever TARGET_BATCH_MS is. */
+const TENTH_WINDOW = TARGET_BATCH_MS / 1000 / 10;
 const newDir = scratchDirs("parked-");
 /** The end-to-end chain's side: 20 x 20 blocks a task (without parking, task a's setup ran 4 times). */
 const SIDE = 200;
@@ -54,7 +57,7 @@ async function takeTurns(o: Turns): Promise<RunRig> {
     for (const e of rig.fakes.made) {
       if (e.state === "starting") e.becomeReady();
       else if (e.state === "ready" && e.recallPending) e.answerRecall();
-      else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length);
+      else if (e.state === "ready" && e.held.length > 0) e.succeed(e.held.length, TENTH_WINDOW);
       else continue;
       acted = true;
     }

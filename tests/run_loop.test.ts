@@ -28,6 +28,10 @@ function deferredCommits(): { sink: CompletionSink; commits: Deferred<void>[] } 
   return { sink, commits };
 }
 
+/** A window's worth of work in seconds, and blocks a hundredth of it (a window of 100). */
+const BATCH_S = TARGET_BATCH_MS / 1000;
+const FAST = BATCH_S / 100;
+
 const positions = (e: FakeExecutor, batch: number): number[] =>
   e.batches[batch]!.map((b) => b.position);
 
@@ -65,13 +69,13 @@ describe("run loop: windows and batches", () => {
     const rig = RunRig.start([linearTask("a", 1000)]);
     const e = rig.only("a");
     e.becomeReady();
-    e.succeed(1, 1e-4);
+    e.succeed(1, FAST);
     assert.equal(e.window, 100);
     assert.equal(e.held.length, 100);
-    e.succeed(49, 1e-4);
+    e.succeed(49, FAST);
     assert.equal(e.batches.length, 2, "49 free of 100: no batch yet");
     assert.equal(e.held.length, 51);
-    e.succeed(1, 1e-4);
+    e.succeed(1, FAST);
     assert.equal(e.batches.length, 3, "50 free of 100: a batch");
     assert.equal(e.batches[2]!.length, 50);
     assert.deepEqual(positions(e, 2), Array.from({ length: 50 }, (_, i) => 101 + i));
@@ -82,26 +86,26 @@ describe("run loop: windows and batches", () => {
     const rig = RunRig.start([linearTask("a", 3000)]);
     const e = rig.only("a");
     e.becomeReady();
-    e.succeed(1, 1e-4);
+    e.succeed(1, FAST);
     assert.equal(e.window, 100);
-    // Slow blocks (5 ms: two per window): the window shrinks monotonically to the minimum.
+    // Slow blocks (two per window): the window shrinks monotonically to the minimum.
     const shrinking: number[] = [];
     for (let i = 0; i < 60; i++) {
-      e.succeed(1, 0.005);
+      e.succeed(1, BATCH_S / 2);
       shrinking.push(e.window);
     }
     assert.ok(shrinking.every((w, i) => i === 0 || w <= shrinking[i - 1]!), `${shrinking}`);
     assert.equal(shrinking.at(-1), 2);
     // Work off what was sent while blocks were fast: then batches are two blocks at most.
-    while (e.held.length > 2) e.succeed(1, 0.005);
+    while (e.held.length > 2) e.succeed(1, BATCH_S / 2);
     const batchesBefore = e.batches.length;
-    e.succeed(2, 0.005);
+    e.succeed(2, BATCH_S / 2);
     assert.equal(e.batches.length, batchesBefore + 1);
     assert.equal(e.batches.at(-1)!.length, 2);
     // Fast again: the window grows back to what the new duration asks for.
     const growing: number[] = [];
     for (let i = 0; i < 40; i++) {
-      e.succeed(1, 1e-4);
+      e.succeed(1, FAST);
       growing.push(e.window);
     }
     assert.ok(growing.every((w, i) => i === 0 || w >= growing[i - 1]!), `${growing}`);
@@ -144,8 +148,8 @@ describe("run loop: fair shares", () => {
     const [e0, e1] = rig.executors("a");
     e0!.becomeReady();
     assert.equal(e0!.held.length, 1, "nothing measured yet: one block first");
-    e0!.succeed(1, 0.002);
-    assert.equal(e0!.window, 5, "10 ms of 2 ms blocks");
+    e0!.succeed(1, BATCH_S / 5);
+    assert.equal(e0!.window, 5, "a window holds five blocks of a fifth of its time");
     e1!.becomeReady();
     assert.equal(e1!.window, 5, "the task's mean sizes the newcomer's window");
     assert.equal(e1!.held.length, 5);
@@ -171,8 +175,8 @@ describe("run loop: fair shares", () => {
     d0!.becomeReady();
     d1!.becomeReady();
     assert.deepEqual([d0!.held.length, d1!.held.length], [5, 5]);
-    d0!.succeed(5);
-    d1!.succeed(5);
+    d0!.succeed(5, BATCH_S / 10);
+    d1!.succeed(5, BATCH_S / 10);
     assert.deepEqual([d0!.held.length, d1!.held.length], [0, 0]);
     assert.equal(rig.executors("down").length, 2, "idle executors stay while blocks are pending");
     assert.equal(d0!.window, 10);
@@ -210,14 +214,14 @@ describe("run loop: no hoarding", () => {
     const rig = RunRig.start([linearTask("mixed", 400, { maxWorkers: 2 })]);
     const [e0, e1] = rig.executors("mixed");
     e0!.becomeReady();
-    e0!.succeed(1, 1e-5);
+    e0!.succeed(1, BATCH_S / 1000);
     assert.equal(e0!.window, MAX_WINDOW > 1000 ? 1000 : MAX_WINDOW);
     assert.equal(e0!.held.length, 200, "half of the rest while its sibling starts");
     e1!.becomeReady();
-    e1!.succeed(1, 1e-5);
+    e1!.succeed(1, BATCH_S / 1000);
     assert.equal(e1!.held.length, 198, "the rest: no sibling waits");
     // e1 races through its fast blocks; e0's first block is slow and holds 199 behind it.
-    e1!.succeed(198, 1e-5);
+    e1!.succeed(198, BATCH_S / 1000);
     assert.equal(e1!.held.length, 0);
     assert.equal(rig.counters("mixed").ready, 0);
     assert.deepEqual(e0!.recalls, [false], "the hoarding executor is asked to hand blocks back");
@@ -258,7 +262,7 @@ describe("run loop: no hoarding", () => {
     e0!.succeed(1, 1e-5);
     e1!.becomeReady();
     e1!.succeed(1, 1e-5);
-    e1!.succeed(198, 1e-5);
+    e1!.succeed(198, BATCH_S / 1000);
     return { rig, e0: e0!, e1: e1! };
   }
 

@@ -54,7 +54,8 @@ const scope = globalThis as unknown as WorkerScope;
 const post = (message: FromWorker, transfer: Transferable[] = []) =>
   scope.postMessage(message, transfer);
 
-const FLUSH_AFTER_MS = 5;
+/** Half a window (TARGET_BATCH_MS in lib/execute/dispatch.ts): a batch follows every report. */
+const FLUSH_AFTER_MS = 10;
 const FLUSH_AFTER_BLOCKS = RESULT_RECORDS;
 
 let init: InitMessage | null = null;
@@ -205,7 +206,7 @@ async function drain(): Promise<void> {
     const attempt = queue[(queueHead + 1) % queue.length]!;
     queueHead = (queueHead + 2) % queue.length;
     queueSize--;
-    // Report what finished before a block starts, unless blocks are fast (then every 5 ms):
+    // Report what finished before a block starts, unless blocks are fast (then every 10 ms):
     // a worker on a byte stream names its running block only once all before it are reported,
     // so a slow block never runs unnamed (no timeout, no blame) behind a finished one.
     if (recordCount > 0 && performance.now() - lastFlushAt >= FLUSH_AFTER_MS) flush();

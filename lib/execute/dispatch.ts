@@ -11,7 +11,13 @@ import type { RunClock } from "./run_clock.ts";
 import type { Scheduler } from "../schedule/mod.ts";
 import type { TaskRuntime } from "./task_runtime.ts";
 
-export const TARGET_BATCH_MS = 10;
+/**
+ * A batch message and a results message cost the scheduler's thread about 0.2 ms each in a short
+ * run (its code still interpreted), taken from the workers' cores on a small machine: 20 ms of
+ * blocks per window (results every 10 ms, `FLUSH_AFTER_MS` in workers/block_worker.ts) pays it
+ * half as often as 10 ms did (docs/design/CODECS.md, "Two workers on two cores").
+ */
+export const TARGET_BATCH_MS = 20;
 /**
  * The same for workers launched elsewhere (SLURM jobs, launched commands, joined by hand): every
  * batch costs the scheduler a frame and a system call, which with thousands of workers and
