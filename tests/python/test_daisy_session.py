@@ -359,8 +359,12 @@ def test_a_failed_block_ends_its_worker(server_mode):
     assert "_workers.py" not in errors[0]["stack"] and "_worker_client" not in errors[0]["stack"]
     assert 'raise ValueError("bad block %d"' in errors[0]["stack"]
     exited = exited_of(server_mode, 3)
-    assert [m["ok"] for m in exited] == [False, False, True]
-    assert "ValueError: bad block 3" in exited[0]["error"]
+    # A thread says it exited once it has ended, after its failed block was reported: the
+    # replacement started then may finish its blocks and say so first.
+    assert sorted(m["ok"] for m in exited) == [False, False, True]
+    failed = [m["error"] for m in exited if not m["ok"]]
+    assert any("ValueError: bad block 3" in e for e in failed), failed
+    assert any("ValueError: bad block 7" in e for e in failed), failed
 
 
 def test_worker_function_and_client(server_mode):
