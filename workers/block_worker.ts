@@ -16,6 +16,7 @@ import process from "node:process";
 import { format } from "node:util";
 import { TaskLayout } from "../lib/blocks/mod.ts";
 import { makeBlock } from "../lib/execute/block.ts";
+import { TARGET_BATCH_MS } from "../lib/execute/dispatch.ts";
 import {
   type BlockError,
   type FromWorker,
@@ -54,8 +55,8 @@ const scope = globalThis as unknown as WorkerScope;
 const post = (message: FromWorker, transfer: Transferable[] = []) =>
   scope.postMessage(message, transfer);
 
-/** Half a window (TARGET_BATCH_MS in lib/execute/dispatch.ts): a batch follows every report. */
-const FLUSH_AFTER_MS = 10;
+/** Half a window: the scheduler sends a batch once half of it is free, so one per report. */
+const FLUSH_AFTER_MS = TARGET_BATCH_MS / 2;
 const FLUSH_AFTER_BLOCKS = RESULT_RECORDS;
 
 let init: InitMessage | null = null;
@@ -206,9 +207,10 @@ async function drain(): Promise<void> {
     const attempt = queue[(queueHead + 1) % queue.length]!;
     queueHead = (queueHead + 2) % queue.length;
     queueSize--;
-    // Report what finished before a block starts, unless blocks are fast (then every 10 ms):
-    // a worker on a byte stream names its running block only once all before it are reported,
-    // so a slow block never runs unnamed (no timeout, no blame) behind a finished one.
+    // Report what finished before a block starts, unless blocks are fast (then every
+    // FLUSH_AFTER_MS): a worker on a byte stream names its running block only once all before it
+    // are reported, so a slow block never runs unnamed (no timeout, no blame) behind a finished
+    // one.
     if (recordCount > 0 && performance.now() - lastFlushAt >= FLUSH_AFTER_MS) flush();
     const block = makeBlock(taskId, layout!, position, attempt);
     const t0 = performance.now();

@@ -140,7 +140,7 @@ export class TaskLayout {
       const s = this.gridStrides[d]!;
       // An int32 when it fits, as the interpreter makes it; optimised code floors into a
       // double, and arrays of doubles are a new shape to the code compiled on the first blocks:
-      // written here inline, as a shared helper's was not (CODECS.md, "Deoptimised blocks").
+      // written here inline, as a shared helper's was not (CODECS.md, "Two workers on two cores").
       const q = Math.floor(rest / s);
       const g = q <= 0x7fffffff ? q | 0 : q;
       out[d] = g;

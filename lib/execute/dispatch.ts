@@ -14,7 +14,7 @@ import type { TaskRuntime } from "./task_runtime.ts";
 /**
  * A batch message and a results message cost the scheduler's thread about 0.2 ms each in a short
  * run (its code still interpreted), taken from the workers' cores on a small machine: 20 ms of
- * blocks per window (results every 10 ms, `FLUSH_AFTER_MS` in workers/block_worker.ts) pays it
+ * blocks per window (a Web Worker reports every half window, workers/block_worker.ts) pays it
  * half as often as 10 ms did (docs/design/CODECS.md, "Two workers on two cores").
  */
 export const TARGET_BATCH_MS = 20;
